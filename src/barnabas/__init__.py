@@ -1,0 +1,3 @@
+"""barnabas: a Kafka-wire-compatible, replicated message broker with pluggable coordination."""
+
+__version__ = "0.1.0"

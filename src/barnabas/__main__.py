@@ -1,0 +1,3 @@
+from barnabas.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,5 @@
+"""The `barnabas` command."""
+
+def main() -> int:
+    raise NotImplementedError
+

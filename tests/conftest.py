@@ -1,0 +1,41 @@
+"""Fixtures shared by every test layer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.broker_process import BrokerProcess
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator[type[BrokerProcess]]:
+    """Build brokers under this test's tmp dir; every one started is stopped afterwards."""
+    started: list[BrokerProcess] = []
+
+    def make(**kwargs: object) -> BrokerProcess:
+        index = len(started)
+        data_dir = Path(str(kwargs.pop("data_dir", tmp_path / f"broker-{index}")))
+        process = BrokerProcess(data_dir, **kwargs)  # type: ignore[arg-type]
+        started.append(process)
+        return process
+
+    yield make  # type: ignore[misc]
+    for process in started:
+        process.kill()
+
+
+@pytest.fixture
+def broker(broker_factory) -> BrokerProcess:  # type: ignore[no-untyped-def]
+    """A running single broker with default settings."""
+    return broker_factory().start()
+
+
+@pytest.fixture(scope="module")
+def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker for a whole test module, for tests that do not restart it."""
+    process = BrokerProcess(tmp_path_factory.mktemp("shared-broker") / "data").start()
+    yield process
+    process.kill()
