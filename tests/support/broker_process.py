@@ -46,10 +46,16 @@ class BrokerProcess:
 
     def command(self) -> list[str]:
         cmd = [
-            sys.executable, "-m", "barnabas", "broker",
-            "--id", str(self.broker_id),
-            "--listen", f"127.0.0.1:{self.port}",
-            "--data-dir", str(self.data_dir),
+            sys.executable,
+            "-m",
+            "barnabas",
+            "broker",
+            "--id",
+            str(self.broker_id),
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            "--data-dir",
+            str(self.data_dir),
         ]
         if self.properties:
             config = self.data_dir.parent / f"server-{self.broker_id}.properties"

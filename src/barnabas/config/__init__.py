@@ -1,1 +1,28 @@
+"""Configuration with Kafka's property names: broker settings and topic settings."""
 
+from .broker import BROKER_CONFIGS, BrokerConfig, Listener, hostname_ordinal, load_broker_config
+from .definitions import ConfigDef, ConfigError, ConfigSource, ConfigType
+from .topic import (
+    TOPIC_CONFIGS,
+    ResolvedValue,
+    log_config_for,
+    resolve_topic_config,
+    validate_topic_overrides,
+)
+
+__all__ = [
+    "BROKER_CONFIGS",
+    "TOPIC_CONFIGS",
+    "BrokerConfig",
+    "ConfigDef",
+    "ConfigError",
+    "ConfigSource",
+    "ConfigType",
+    "Listener",
+    "ResolvedValue",
+    "hostname_ordinal",
+    "load_broker_config",
+    "log_config_for",
+    "resolve_topic_config",
+    "validate_topic_overrides",
+]

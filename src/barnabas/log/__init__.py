@@ -1,1 +1,74 @@
+"""The durable partition log: segments, indexes, recovery, retention, producer state, epochs.
 
+Kafka's storage vocabulary, one concept per module (STYLE.md §4): ``segment`` (LogSegment),
+``offset_index`` / ``time_index``, ``producer_state`` (ProducerStateManager), ``leader_epoch``
+(LeaderEpochFileCache), ``checkpoint``, ``recovery`` (LogLoader), ``retention``, ``log``
+(UnifiedLog) and ``log_manager`` (LogManager).
+
+Nothing here touches the network or asyncio, reads a clock or takes a lock: the broker calls from
+one event loop thread and passes ``now_ms``. Batches stay opaque bytes; only v2 headers are read.
+"""
+
+from .checkpoint import EpochEntry
+from .config import LogConfig
+from .errors import (
+    CorruptCheckpointError,
+    CorruptIndexError,
+    CorruptRecordError,
+    CorruptSnapshotError,
+    InconsistentBrokerIdError,
+    InconsistentClusterIdError,
+    InconsistentTopicIdError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    InvalidTxnStateError,
+    LogDirLockedError,
+    LogError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
+from .files import TopicPartition
+from .leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
+from .log import AppendResult, EpochEndOffset, MaintenanceResult, OffsetAndTimestamp, PartitionLog, ReadResult
+from .log_manager import LogManager
+from .meta_properties import MetaProperties, read_broker_id
+from .producer_state import ProducerStateManager
+from .segment import LogSegment
+
+__all__ = [
+    "UNDEFINED_EPOCH",
+    "UNDEFINED_EPOCH_OFFSET",
+    "AppendResult",
+    "CorruptCheckpointError",
+    "CorruptIndexError",
+    "CorruptRecordError",
+    "CorruptSnapshotError",
+    "EpochEndOffset",
+    "EpochEntry",
+    "InconsistentBrokerIdError",
+    "InconsistentClusterIdError",
+    "InconsistentTopicIdError",
+    "InvalidProducerEpochError",
+    "InvalidRecordError",
+    "InvalidTxnStateError",
+    "LeaderEpochCache",
+    "LogConfig",
+    "LogDirLockedError",
+    "LogError",
+    "LogManager",
+    "LogSegment",
+    "MaintenanceResult",
+    "MetaProperties",
+    "OffsetAndTimestamp",
+    "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
+    "PartitionLog",
+    "ProducerStateManager",
+    "ReadResult",
+    "RecordBatchTooLargeError",
+    "RecordTooLargeError",
+    "TopicPartition",
+    "read_broker_id",
+]

@@ -15,6 +15,10 @@ from ._errors import (
     RemoteProtocolError,
     UnsupportedApiError,
 )
+from ._fetch_response import FetchPartitionResult, encode_fetch_response
+from ._framing import NEED_DATA, FrameReader, NeedData
+from ._metadata_response import MetadataBroker, MetadataPartition, MetadataTopic, encode_metadata_response
+from ._produce_response import ProducePartitionResult, encode_produce_response
 from ._record_batch import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
@@ -26,24 +30,52 @@ from ._record_batch import (
     set_log_append_time,
     validate_batch,
 )
+from ._records import Compression, NewRecord, Record, RecordHeader, build_record_batch, decode_batch_records
+from ._requests import Request, RequestHeader, decode_request, peek_header, request_schema
+from ._responses import encode_api_versions_error, encode_response, frame_with_header
 
 __all__ = [
     "BATCH_HEADER_SIZE",
     "LOG_OVERHEAD",
+    "NEED_DATA",
+    "Compression",
     "CorruptRecordError",
     "ErrorCode",
+    "FetchPartitionResult",
+    "FrameReader",
     "FrameTooLargeError",
     "InvalidRecordError",
     "KafkaRecordError",
     "LocalProtocolError",
+    "MetadataBroker",
+    "MetadataPartition",
+    "MetadataTopic",
+    "NeedData",
+    "NewRecord",
+    "ProducePartitionResult",
     "ProtocolError",
+    "Record",
     "RecordBatchHeader",
+    "RecordHeader",
     "RemoteProtocolError",
+    "Request",
+    "RequestHeader",
     "UnsupportedApiError",
     "batch_crc",
+    "build_record_batch",
+    "decode_batch_records",
+    "decode_request",
+    "encode_api_versions_error",
+    "encode_fetch_response",
+    "encode_metadata_response",
+    "encode_produce_response",
+    "encode_response",
+    "frame_with_header",
     "iter_batch_headers",
     "parse_batch_header",
     "patch_batch",
+    "peek_header",
+    "request_schema",
     "set_log_append_time",
     "validate_batch",
 ]

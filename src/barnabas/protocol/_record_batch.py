@@ -153,8 +153,7 @@ def validate_batch(buf: bytes | bytearray | memoryview, offset: int = 0) -> Reco
         raise CorruptRecordError("record batch CRC-32C mismatch")
     if header.records_count <= 0 or header.last_offset_delta != header.records_count - 1:
         raise InvalidRecordError(
-            f"record count {header.records_count} does not match last offset delta "
-            f"{header.last_offset_delta}"
+            f"record count {header.records_count} does not match last offset delta {header.last_offset_delta}"
         )
     return header
 

@@ -1,1 +1,38 @@
+"""One handler module per API domain; ``build_registry`` assembles what ApiVersions advertises."""
 
+from __future__ import annotations
+
+from ..registry import ApiRegistry
+from . import (
+    api_versions,
+    cluster,
+    configs,
+    delete_records,
+    fetch,
+    leader_epochs,
+    list_offsets,
+    metadata,
+    produce,
+    producer_ids,
+    topics,
+)
+
+__all__ = ["build_registry"]
+
+
+def build_registry() -> ApiRegistry:
+    return ApiRegistry(
+        [
+            api_versions.SPEC,
+            metadata.SPEC,
+            produce.SPEC,
+            fetch.SPEC,
+            list_offsets.SPEC,
+            *topics.SPECS,
+            *configs.SPECS,
+            cluster.SPEC,
+            producer_ids.SPEC,
+            leader_epochs.SPEC,
+            delete_records.SPEC,
+        ]
+    )

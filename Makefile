@@ -1,0 +1,47 @@
+# The two commands: `make run` and `make test` (see README.md).
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+PYPROJECT_HASH := $(shell sha1sum pyproject.toml | cut -c1-12)
+RUN_STAMP := $(VENV)/.run-$(PYPROJECT_HASH)
+TEST_STAMP := $(VENV)/.test-$(PYPROJECT_HASH)
+PYTEST_ARGS ?=
+
+.PHONY: run test lint test-deps system-deps unit clean
+
+run: $(RUN_STAMP)
+	$(BIN)/barnabas broker --listen 127.0.0.1:9092 --data-dir ./barnabas-data
+
+$(BIN)/python:
+	python3 -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test,profile]'
+	touch $@
+
+system-deps:
+	bash scripts/install-system-deps.sh
+
+test-deps: $(TEST_STAMP) system-deps
+	bash tests/interop/node/install.sh
+	bash tests/interop/java/build.sh
+
+lint: $(TEST_STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: test-deps lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+unit: $(TEST_STAMP)
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) barnabas-data .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Install the system packages the test suite needs, only those missing (Debian/apt).
+# Servers these packages ship are never started as services: tests start their own.
+set -euo pipefail
+
+need=()
+command -v java >/dev/null || need+=(default-jre-headless)
+command -v mvn >/dev/null || need+=(maven)
+command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
+
+if ((${#need[@]} == 0)); then
+  exit 0
+fi
+echo "installing system packages: ${need[*]}"
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"

@@ -1,0 +1,180 @@
+"""One client connection: read bytes, split frames, dispatch, write responses in order.
+
+Rules this module keeps (Kafka's SocketServer/RequestChannel semantics):
+
+- Requests on one connection are handled one at a time and answered in order; clients
+  pipeline, the broker does not reorder.
+- A frame over ``socket.request.max.bytes``, an unknown API key, an unsupported version of
+  anything but ApiVersions, a request that does not decode, or a stream that ends inside a
+  frame closes the connection with one log line. Nothing a client sends raises past here.
+- An unexpected error inside a handler is logged with its traceback and closes only this
+  connection.
+- Reading pauses while complete frames wait and the buffer is large; writing waits for the
+  transport to drain. A single frame is always read whole, however large (up to the limit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import inspect
+import logging
+from typing import Any, cast
+
+from barnabas.protocol import (
+    NEED_DATA,
+    ErrorCode,
+    FrameReader,
+    RemoteProtocolError,
+    decode_request,
+    encode_api_versions_error,
+    peek_header,
+)
+
+from .registry import API_VERSIONS_KEY, CLOSE_CONNECTION, ApiRegistry
+from .state import BrokerState
+
+__all__ = ["KafkaConnection"]
+
+log = logging.getLogger(__name__)
+
+#: Pause reading when this many bytes of complete-but-unhandled input are buffered.
+PAUSE_READING_AT = 8 << 20
+
+
+class Phase(enum.Enum):
+    OPEN = enum.auto()
+    CLOSING = enum.auto()
+    CLOSED = enum.auto()
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, state: BrokerState, registry: ApiRegistry) -> None:
+        self._state = state
+        self._registry = registry
+        self._frames = FrameReader(state.config["socket.request.max.bytes"])
+        self._transport: asyncio.Transport | None = None
+        self._peer = "?"
+        self._phase = Phase.OPEN
+        self._wakeup = asyncio.Event()
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+        self._reading_paused = False
+        self._task: asyncio.Task[None] | None = None
+
+    # -- asyncio.Protocol callbacks -------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self._transport = cast(asyncio.Transport, transport)
+        peer = self._transport.get_extra_info("peername")
+        self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._state.connections.add(self)
+        self._task = asyncio.get_running_loop().create_task(self._serve(), name=f"conn {self._peer}")
+
+    def data_received(self, data: bytes) -> None:
+        self._frames.receive_data(data)
+        self._wakeup.set()
+        if self._frames.buffered > PAUSE_READING_AT and not self._reading_paused and self._transport:
+            self._reading_paused = True
+            self._transport.pause_reading()
+
+    def eof_received(self) -> bool:
+        self._frames.receive_data(b"")
+        self._wakeup.set()
+        return True  # keep our side open until pending responses are written
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._phase = Phase.CLOSED
+        self._state.connections.discard(self)
+        self._wakeup.set()
+        self._can_write.set()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    def pause_writing(self) -> None:
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+
+    # -- serving --------------------------------------------------------------------------
+
+    def close(self, reason: str | None = None) -> None:
+        """Close this connection (after logging ``reason``)."""
+        if reason:
+            log.warning("closing connection from %s: %s", self._peer, reason)
+        if self._phase is Phase.OPEN:
+            self._phase = Phase.CLOSING
+            if self._transport is not None:
+                self._transport.close()
+
+    async def _serve(self) -> None:
+        try:
+            while self._phase is Phase.OPEN:
+                try:
+                    frame = self._frames.next_frame()
+                except RemoteProtocolError as exc:
+                    self.close(str(exc))
+                    return
+                if frame is NEED_DATA:
+                    if self._frames.ended:
+                        self.close()
+                        return
+                    self._resume_reading()
+                    self._wakeup.clear()
+                    await self._wakeup.wait()
+                    continue
+                assert isinstance(frame, bytes)
+                await self._handle(frame)
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("unexpected error serving %s", self._peer)
+            self.close()
+
+    def _resume_reading(self) -> None:
+        if self._reading_paused and self._transport is not None:
+            self._reading_paused = False
+            self._transport.resume_reading()
+
+    async def _handle(self, frame: bytes) -> None:
+        try:
+            api_key, api_version, correlation_id = peek_header(frame)
+        except RemoteProtocolError as exc:
+            self.close(str(exc))
+            return
+        spec = self._registry.get(api_key)
+        if spec is None:
+            self.close(f"unknown api_key {api_key} (version {api_version})")
+            return
+        if not spec.accepts(api_version):
+            if api_key == API_VERSIONS_KEY:
+                low, high = spec.min_version, spec.max_version
+                self._write(encode_api_versions_error(correlation_id, ErrorCode.unsupported_version, low, high))
+                return
+            self.close(f"{spec.name} v{api_version} is not supported (accepted {spec.accept_min}-{spec.max_version})")
+            return
+        try:
+            request = decode_request(frame)
+        except RemoteProtocolError as exc:
+            self.close(f"{spec.name} v{api_version}: {exc}")
+            return
+        result: Any = spec.handler(self._state, request)
+        if inspect.isawaitable(result):
+            result = await result
+        if result is CLOSE_CONNECTION:
+            self.close(f"{spec.name} failed and the client asked for no response")
+            return
+        if result is not None:
+            self._write(result)
+            if not self._can_write.is_set():
+                await self._can_write.wait()
+
+    def _write(self, response: bytes | list[bytes | memoryview]) -> None:
+        if self._transport is None or self._phase is not Phase.OPEN:
+            return
+        if isinstance(response, list):
+            self._transport.writelines(response)
+        else:
+            self._transport.write(response)

@@ -1,0 +1,56 @@
+"""DescribeCluster (60): cluster id, controller and brokers (KIP-700).
+
+Only the broker endpoint type is served; asking for controller endpoints gets
+UNSUPPORTED_ENDPOINT_TYPE, as a broker in Kafka 4 answers (KIP-919).
+"""
+
+from __future__ import annotations
+
+from barnabas.protocol import ErrorCode, Request, encode_response
+
+from ..registry import ApiSpec
+from ..state import BrokerState
+from ._build import NO_THROTTLE, make, response_types
+
+API_KEY = 60
+BROKERS_ENDPOINT = 1
+
+
+def handle(state: BrokerState, request: Request) -> bytes:
+    types = response_types(API_KEY, request.header.api_version)
+    endpoint_type = int(getattr(request.body, "endpoint_type", BROKERS_ENDPOINT))
+    broker = make(
+        types.DescribeClusterBroker,
+        broker_id=state.broker_id,
+        host=state.advertised.host,
+        port=state.advertised.port,
+        rack=state.rack,
+    )
+    if endpoint_type != BROKERS_ENDPOINT:
+        response = make(
+            types.DescribeClusterResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.unsupported_endpoint_type,
+            error_message="only broker endpoints are served",
+            endpoint_type=endpoint_type,
+            cluster_id=state.cluster_id,
+            controller_id=-1,
+            brokers=(),
+            cluster_authorized_operations=-2147483648,
+        )
+    else:
+        response = make(
+            types.DescribeClusterResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.none,
+            error_message=None,
+            endpoint_type=endpoint_type,
+            cluster_id=state.cluster_id,
+            controller_id=state.controller_id,
+            brokers=(broker,),
+            cluster_authorized_operations=-2147483648,
+        )
+    return encode_response(request.header.correlation_id, response)
+
+
+SPEC = ApiSpec(API_KEY, "DescribeCluster", 0, 1, handle)

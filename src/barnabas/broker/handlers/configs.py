@@ -1,0 +1,189 @@
+"""DescribeConfigs (32) and IncrementalAlterConfigs (44) for topics (and reading broker configs).
+
+Topics report every topic setting with its effective value and source: an override is
+DYNAMIC_TOPIC_CONFIG, otherwise the broker setting behind it (STATIC_BROKER_CONFIG when set
+in server.properties, the environment or a flag; DEFAULT_CONFIG otherwise), with that broker
+setting listed as a synonym when asked. Broker settings are read-only: dynamic broker config
+is not supported, so altering them gets INVALID_REQUEST with a message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from barnabas.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigSource, ConfigType, resolve_topic_config
+from barnabas.protocol import ErrorCode, Request, encode_response
+
+from ..registry import ApiSpec
+from ..state import BrokerState
+from ..topic_admin import TopicAdminError, alter_topic_config
+from ._build import NO_THROTTLE, make, response_types
+
+DESCRIBE_CONFIGS = 32
+INCREMENTAL_ALTER_CONFIGS = 44
+
+TOPIC = 2
+BROKER = 4
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _topic_entries(
+    state: BrokerState, types: Any, name: str, keys: set[str] | None, *, synonyms: bool, docs: bool
+) -> tuple[Any, ...]:
+    topic = state.topic(name)
+    assert topic is not None
+    entries = []
+    for value in resolve_topic_config(state.config, topic.config).values():
+        if keys is not None and value.name not in keys:
+            continue
+        synonym_list = []
+        if synonyms:
+            if value.source is ConfigSource.DYNAMIC_TOPIC_CONFIG:
+                synonym_list.append(
+                    make(
+                        types.DescribeConfigsSynonym,
+                        name=value.name,
+                        value=value.rendered,
+                        source=int(ConfigSource.DYNAMIC_TOPIC_CONFIG),
+                    )
+                )
+            if value.broker_synonym is not None:
+                broker_key, rendered, source = value.broker_synonym
+                synonym_list.append(
+                    make(types.DescribeConfigsSynonym, name=broker_key, value=rendered, source=int(source))
+                )
+        entries.append(make(
+            types.DescribeConfigsResourceResult,
+            name=value.name, value=value.rendered, read_only=False, config_source=int(value.source),
+            is_sensitive=False, synonyms=tuple(synonym_list), config_type=int(value.definition.type),
+            documentation=value.definition.doc if docs else None,
+        ))  # fmt: skip
+    return tuple(entries)
+
+
+def _broker_entries(state: BrokerState, types: Any, keys: set[str] | None, docs: bool) -> tuple[Any, ...]:
+    entries = []
+    for key, definition in sorted(BROKER_CONFIGS.items()):
+        if keys is not None and key not in keys:
+            continue
+        sensitive = definition.type is ConfigType.PASSWORD
+        entries.append(make(
+            types.DescribeConfigsResourceResult,
+            name=key, value=None if sensitive else definition.render(state.config[key]), read_only=True,
+            config_source=int(state.config.source(key)), is_sensitive=sensitive, synonyms=(),
+            config_type=int(definition.type), documentation=definition.doc if docs else None,
+        ))  # fmt: skip
+    return tuple(entries)
+
+
+def handle_describe_configs(state: BrokerState, request: Request) -> bytes:
+    types = response_types(DESCRIBE_CONFIGS, request.header.api_version)
+    body = request.body
+    synonyms = bool(getattr(body, "include_synonyms", False))
+    docs = bool(getattr(body, "include_documentation", False))
+    results = []
+    for resource in body.resources:
+        keys = set(resource.configuration_keys) if resource.configuration_keys is not None else None
+        code, message, configs = ErrorCode.none, None, ()
+        if resource.resource_type == TOPIC:
+            if state.topic(resource.resource_name) is None:
+                code, message = (
+                    ErrorCode.unknown_topic_or_partition,
+                    f"Topic {resource.resource_name} does not exist",
+                )
+            else:
+                configs = _topic_entries(state, types, resource.resource_name, keys, synonyms=synonyms, docs=docs)
+        elif resource.resource_type == BROKER:
+            if resource.resource_name not in ("", str(state.broker_id)):
+                code, message = ErrorCode.invalid_request, f"Unexpected broker id {resource.resource_name}"
+            elif resource.resource_name:
+                configs = _broker_entries(state, types, keys, docs)
+        else:
+            code, message = ErrorCode.invalid_request, f"Unsupported resource type {resource.resource_type}"
+        results.append(
+            make(
+                types.DescribeConfigsResult,
+                error_code=code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configs=configs,
+            )
+        )
+    response = make(types.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+    return encode_response(request.header.correlation_id, response)
+
+
+def _apply_operations(state: BrokerState, current: dict[str, str], operations: Any) -> dict[str, str | None]:
+    names = [op.name for op in operations]
+    if len(names) != len(set(names)):
+        raise TopicAdminError(ErrorCode.invalid_request, "A config name appears more than once")
+    updated: dict[str, str | None] = dict(current)
+    effective = resolve_topic_config(state.config, current)
+    for op in operations:
+        definition = TOPIC_CONFIGS.get(op.name)
+        if definition is None:
+            raise TopicAdminError(ErrorCode.invalid_config, f"Unknown topic config name: {op.name}")
+        if op.config_operation == SET:
+            updated[op.name] = op.value
+        elif op.config_operation == DELETE:
+            updated.pop(op.name, None)
+        elif op.config_operation in (APPEND, SUBTRACT):
+            if definition.type is not ConfigType.LIST:
+                raise TopicAdminError(
+                    ErrorCode.invalid_config,
+                    f"Config {op.name} is not a list; APPEND and SUBTRACT do not apply",
+                )
+            items = list(effective[op.name].value)
+            given = [item.strip() for item in (op.value or "").split(",") if item.strip()]
+            if op.config_operation == APPEND:
+                items += [item for item in given if item not in items]
+            else:
+                items = [item for item in items if item not in given]
+            updated[op.name] = ",".join(items)
+        else:
+            raise TopicAdminError(ErrorCode.invalid_request, f"Unknown config operation {op.config_operation}")
+    return updated
+
+
+async def handle_incremental_alter_configs(state: BrokerState, request: Request) -> bytes:
+    types = response_types(INCREMENTAL_ALTER_CONFIGS, request.header.api_version)
+    body = request.body
+    results = []
+    for resource in body.resources:
+        code, message = ErrorCode.none, None
+        try:
+            if resource.resource_type == TOPIC:
+                topic = state.topic(resource.resource_name)
+                if topic is None:
+                    raise TopicAdminError(
+                        ErrorCode.unknown_topic_or_partition, f"Topic {resource.resource_name} does not exist"
+                    )
+                overrides = _apply_operations(state, topic.config, resource.configs)
+                await alter_topic_config(
+                    state, resource.resource_name, overrides, validate_only=bool(body.validate_only)
+                )
+            elif resource.resource_type == BROKER:
+                raise TopicAdminError(ErrorCode.invalid_request, "Dynamic broker configs are not supported")
+            else:
+                raise TopicAdminError(ErrorCode.invalid_request, f"Unsupported resource type {resource.resource_type}")
+        except TopicAdminError as exc:
+            code, message = exc.error_code, exc.message
+        results.append(
+            make(
+                types.AlterConfigsResourceResponse,
+                error_code=code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    response = make(types.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
+    return encode_response(request.header.correlation_id, response)
+
+
+SPECS = [
+    ApiSpec(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4, handle_describe_configs),
+    ApiSpec(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1, handle_incremental_alter_configs),
+]

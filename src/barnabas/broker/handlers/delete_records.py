@@ -1,0 +1,59 @@
+"""DeleteRecords (21): move a partition's log start offset forward (KIP-107).
+
+Offset -1 means the high watermark. An offset above the high watermark gets
+OFFSET_OUT_OF_RANGE. Whole segments below the new log start are removed by retention.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from barnabas.log import errors as log_errors
+from barnabas.protocol import ErrorCode, Request, encode_response
+
+from ..registry import ApiSpec
+from ..state import BrokerState
+from ._build import NO_THROTTLE, make, response_types
+
+API_KEY = 21
+log = logging.getLogger(__name__)
+
+
+def handle(state: BrokerState, request: Request) -> bytes:
+    types = response_types(API_KEY, request.header.api_version)
+    topics = []
+    for topic in request.body.topics:
+        partitions = []
+        for requested in topic.partitions:
+            index = int(requested.partition_index)
+            code, low_watermark = ErrorCode.none, -1
+            partition_state = state.partition_state(topic.name, index)
+            partition_log = state.partition_log(topic.name, index)
+            if partition_state is None:
+                code = ErrorCode.unknown_topic_or_partition
+            elif partition_log is None or partition_state.leader != state.broker_id:
+                code = ErrorCode.not_leader_or_follower
+            else:
+                offset = int(requested.offset)
+                target = partition_log.high_watermark if offset == -1 else offset
+                try:
+                    partition_log.delete_records_before(target)
+                except log_errors.OffsetOutOfRangeError:
+                    code = ErrorCode.offset_out_of_range
+                else:
+                    log.info("log start offset of %s-%d moved to %d", topic.name, index, target)
+                low_watermark = partition_log.log_start_offset
+            partitions.append(
+                make(
+                    types.DeleteRecordsPartitionResult,
+                    partition_index=index,
+                    low_watermark=low_watermark,
+                    error_code=code,
+                )
+            )
+        topics.append(make(types.DeleteRecordsTopicResult, name=topic.name, partitions=tuple(partitions)))
+    response = make(types.DeleteRecordsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+    return encode_response(request.header.correlation_id, response)
+
+
+SPEC = ApiSpec(API_KEY, "DeleteRecords", 0, 2, handle)

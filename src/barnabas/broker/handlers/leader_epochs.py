@@ -1,0 +1,54 @@
+"""OffsetForLeaderEpoch (23): the end offset of a leader epoch, for KIP-320 truncation checks.
+
+Consumers (librdkafka, Java) send it after a leader change to validate their position;
+followers will use it to truncate divergent logs. Epochs are answered from the partition's
+leader epoch cache; fencing follows Fetch (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
+"""
+
+from __future__ import annotations
+
+from barnabas.protocol import ErrorCode, Request, encode_response
+
+from ..registry import ApiSpec
+from ..state import BrokerState
+from ._build import NO_THROTTLE, make, response_types
+
+API_KEY = 23
+
+
+def handle(state: BrokerState, request: Request) -> bytes:
+    types = response_types(API_KEY, request.header.api_version)
+    topics = []
+    for topic in request.body.topics:
+        partitions = []
+        for requested in topic.partitions:
+            index = int(requested.partition)
+            code, epoch, end_offset = ErrorCode.none, -1, -1
+            partition_state = state.partition_state(topic.topic, index)
+            partition_log = state.partition_log(topic.topic, index)
+            current = int(getattr(requested, "current_leader_epoch", -1))
+            if partition_state is None:
+                code = ErrorCode.unknown_topic_or_partition
+            elif partition_log is None or partition_state.leader != state.broker_id:
+                code = ErrorCode.not_leader_or_follower
+            elif current >= 0 and current < partition_state.leader_epoch:
+                code = ErrorCode.fenced_leader_epoch
+            elif current > partition_state.leader_epoch:
+                code = ErrorCode.unknown_leader_epoch
+            else:
+                epoch, end_offset = partition_log.end_offset_for_epoch(int(requested.leader_epoch))
+            partitions.append(
+                make(
+                    types.EpochEndOffset,
+                    error_code=code,
+                    partition=index,
+                    leader_epoch=epoch,
+                    end_offset=end_offset,
+                )
+            )
+        topics.append(make(types.OffsetForLeaderTopicResult, topic=topic.topic, partitions=tuple(partitions)))
+    response = make(types.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+    return encode_response(request.header.correlation_id, response)
+
+
+SPEC = ApiSpec(API_KEY, "OffsetForLeaderEpoch", 2, 4, handle)

@@ -1,0 +1,99 @@
+"""ListOffsets (2): earliest, latest, max-timestamp and by-timestamp offsets.
+
+Special timestamps (Kafka's ListOffsetsRequest): -2 earliest (log start), -1 latest (high
+watermark; the last stable offset is the same while transactions are absent), -3 the record
+with the largest timestamp (v7+, KIP-734), -4 earliest local (v8+, equal to earliest without
+tiered storage). A timestamp t >= 0 finds the first record whose timestamp is >= t; the log
+finds the batch, and this module looks inside that one batch for the exact record, the only
+place the broker decodes records. No such record: offset -1, timestamp -1, no error.
+"""
+
+from __future__ import annotations
+
+from barnabas.log import PartitionLog
+from barnabas.protocol import ErrorCode, Request, decode_batch_records, encode_response
+
+from ..registry import ApiSpec
+from ..state import BrokerState
+from ._build import NO_THROTTLE, make, response_types
+
+API_KEY = 2
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
+
+
+def _first_record_at_or_after(partition_log: PartitionLog, timestamp: int) -> tuple[int, int] | None:
+    found = partition_log.offset_for_timestamp(timestamp)
+    if found is None:
+        return None
+    batch_offset, _ = found
+    batch = partition_log.read(batch_offset, 1, max_offset=partition_log.high_watermark, min_one_batch=True).records
+    for record in decode_batch_records(batch):
+        if record.offset >= batch_offset and record.timestamp >= timestamp:
+            return record.offset, record.timestamp
+    return None
+
+
+def _max_timestamp(partition_log: PartitionLog) -> tuple[int, int] | None:
+    """Offset and timestamp of the first record carrying the largest timestamp."""
+    found = partition_log.max_timestamp_batch()
+    if found is None:
+        return None
+    batch_offset, max_ts = found
+    batch = partition_log.read(batch_offset, 1, max_offset=partition_log.high_watermark, min_one_batch=True).records
+    for record in decode_batch_records(batch):
+        if record.offset >= batch_offset and record.timestamp == max_ts:
+            return record.offset, record.timestamp
+    return None
+
+
+def handle(state: BrokerState, request: Request) -> bytes:
+    version = request.header.api_version
+    types = response_types(API_KEY, version)
+    topics = []
+    for topic in request.body.topics:
+        partitions = []
+        for requested in topic.partitions:
+            index = int(requested.partition_index)
+            fields: dict[str, object] = {
+                "partition_index": index,
+                "error_code": ErrorCode.none,
+                "timestamp": -1,
+                "offset": -1,
+                "leader_epoch": -1,
+            }
+            partition_state = state.partition_state(topic.name, index)
+            partition_log = state.partition_log(topic.name, index)
+            current = int(getattr(requested, "current_leader_epoch", -1))
+            if partition_state is None:
+                fields["error_code"] = ErrorCode.unknown_topic_or_partition
+            elif partition_log is None or partition_state.leader != state.broker_id:
+                fields["error_code"] = ErrorCode.not_leader_or_follower
+            elif current >= 0 and current != partition_state.leader_epoch:
+                fields["error_code"] = (
+                    ErrorCode.fenced_leader_epoch
+                    if current < partition_state.leader_epoch
+                    else ErrorCode.unknown_leader_epoch
+                )
+            else:
+                timestamp = int(requested.timestamp)
+                found: tuple[int, int] | None
+                if timestamp == LATEST:
+                    found = (partition_log.high_watermark, -1)
+                elif timestamp in (EARLIEST, EARLIEST_LOCAL):
+                    found = (partition_log.log_start_offset, -1)
+                elif timestamp == MAX_TIMESTAMP:
+                    found = _max_timestamp(partition_log)
+                elif timestamp < 0:
+                    found = None
+                    fields["error_code"] = ErrorCode.invalid_request
+                else:
+                    found = _first_record_at_or_after(partition_log, timestamp)
+                if found is not None:
+                    fields.update(offset=found[0], timestamp=found[1], leader_epoch=partition_state.leader_epoch)
+            partitions.append(make(types.ListOffsetsPartitionResponse, **fields))
+        topics.append(make(types.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(partitions)))
+    response = make(types.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+    return encode_response(request.header.correlation_id, response)
+
+
+SPEC = ApiSpec(API_KEY, "ListOffsets", 1, 8, handle)

@@ -1,0 +1,108 @@
+"""Metadata (key 3): brokers, controller and topic partitions, creating topics on demand.
+
+Kafka semantics kept: a null topic list (or an empty one in v0) means every topic; an empty
+list in v1+ means none; v0-3 always allow auto-creation, v4+ ask with a flag, and the broker's
+``auto.create.topics.enable`` has the last word. An illegal name gets INVALID_TOPIC_EXCEPTION.
+The controller id always names a live broker: kafkajs sends InitProducerId there.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from barnabas.cluster import Topic, topic_name_problem
+from barnabas.protocol import (
+    ErrorCode,
+    MetadataBroker,
+    MetadataPartition,
+    MetadataTopic,
+    Request,
+    encode_metadata_response,
+)
+
+from ..registry import ApiSpec
+from ..state import BrokerState
+from ..topic_admin import TopicAdminError, create_topic, live_brokers
+
+API_KEY = 3
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def topic_metadata(state: BrokerState, topic: Topic) -> MetadataTopic:
+    live = set(live_brokers(state))
+    partitions = []
+    for index, replicas in sorted(topic.assignment.items()):
+        partition_state = state.partition_state(topic.name, index)
+        leader = partition_state.leader if partition_state else -1
+        error = ErrorCode.none
+        if leader not in live:
+            error, leader = ErrorCode.leader_not_available, -1
+        partitions.append(
+            MetadataPartition(
+                error_code=error,
+                partition_index=index,
+                leader_id=leader,
+                leader_epoch=partition_state.leader_epoch if partition_state else -1,
+                replica_nodes=replicas,
+                isr_nodes=partition_state.isr if partition_state else (),
+                offline_replicas=[r for r in replicas if r not in live],
+            )
+        )
+    return MetadataTopic(ErrorCode.none, topic.name, topic.topic_id, topic.internal, partitions)
+
+
+def _missing(error: ErrorCode, name: str | None, topic_id: uuid.UUID | None = None) -> MetadataTopic:
+    return MetadataTopic(error, name, topic_id or ZERO_UUID, False, [])
+
+
+async def _resolve(
+    state: BrokerState, name: str | None, topic_id: uuid.UUID | None, auto_create: bool
+) -> MetadataTopic:
+    if name is None:
+        by_id = next((t for t in state.topics.topics.values() if t.topic_id == topic_id), None)
+        return topic_metadata(state, by_id) if by_id else _missing(ErrorCode.unknown_topic_id, None, topic_id)
+    topic = state.topic(name)
+    if topic is not None:
+        return topic_metadata(state, topic)
+    if topic_name_problem(name):
+        return _missing(ErrorCode.invalid_topic_exception, name)
+    if not auto_create:
+        return _missing(ErrorCode.unknown_topic_or_partition, name)
+    try:
+        topic = await create_topic(state, name)
+    except TopicAdminError as exc:
+        if exc.error_code is not ErrorCode.topic_already_exists:
+            return _missing(exc.error_code, name)
+        topic = state.topic(name)
+        if topic is None:
+            return _missing(ErrorCode.leader_not_available, name)
+    return topic_metadata(state, topic)
+
+
+async def handle(state: BrokerState, request: Request) -> bytes:
+    version = request.header.api_version
+    body = request.body
+    requested = body.topics
+    auto_create = bool(state.config["auto.create.topics.enable"]) and (
+        version < 4 or bool(body.allow_auto_topic_creation)
+    )
+    if requested is None or (version == 0 and not requested):
+        topics = [topic_metadata(state, t) for _, t in sorted(state.topics.topics.items())]
+    else:
+        topics = []
+        seen: set[object] = set()
+        for entry in requested:
+            name = entry.name
+            topic_id = getattr(entry, "topic_id", None)
+            key = name if name is not None else topic_id
+            if key in seen:
+                continue
+            seen.add(key)
+            topics.append(await _resolve(state, name, topic_id, auto_create))
+    brokers = [MetadataBroker(state.broker_id, state.advertised.host, state.advertised.port, state.rack)]
+    return encode_metadata_response(
+        version, request.header.correlation_id, brokers, state.cluster_id, state.controller_id, topics
+    )
+
+
+SPEC = ApiSpec(API_KEY, "Metadata", 0, 12, handle)

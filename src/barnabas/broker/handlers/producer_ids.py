@@ -1,0 +1,42 @@
+"""InitProducerId (22) for idempotent producers.
+
+Without a transactional id Kafka hands out a fresh producer id with epoch 0 on every call,
+including the KIP-360 epoch-bump form (v3+) that names an existing id: the new id makes the
+old one's sequence state irrelevant. Transactional ids need a transaction coordinator, which
+barnabas does not have yet; they are refused with a message.
+"""
+
+from __future__ import annotations
+
+from barnabas.protocol import ErrorCode, Request, encode_response
+
+from ..registry import ApiSpec
+from ..state import BrokerState
+from ._build import NO_THROTTLE, make, response_types
+
+API_KEY = 22
+
+
+async def handle(state: BrokerState, request: Request) -> bytes:
+    types = response_types(API_KEY, request.header.api_version)
+    if request.body.transactional_id is not None:
+        response = make(
+            types.InitProducerIdResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.transactional_id_authorization_failed,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+    else:
+        producer_id = await state.producer_ids.next_id()
+        response = make(
+            types.InitProducerIdResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.none,
+            producer_id=producer_id,
+            producer_epoch=0,
+        )
+    return encode_response(request.header.correlation_id, response)
+
+
+SPEC = ApiSpec(API_KEY, "InitProducerId", 0, 4, handle)

@@ -1,0 +1,171 @@
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37): admin through topic_admin.
+
+Per-topic failures are answered as that topic's error code and message; one bad topic never
+fails the others. A name listed twice in one request gets INVALID_REQUEST (Kafka's rule).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from barnabas.cluster import Topic
+from barnabas.config import resolve_topic_config
+from barnabas.protocol import ErrorCode, Request, encode_response
+
+from ..registry import ApiSpec
+from ..state import BrokerState
+from ..topic_admin import TopicAdminError, create_partitions, create_topic, delete_topic
+from ._build import NO_THROTTLE, make, response_types
+
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+CREATE_PARTITIONS = 37
+
+
+def _config_entries(state: BrokerState, types: Any, topic: Topic) -> tuple[Any, ...]:
+    """The created topic's effective configs, which CreateTopics returns from v5 (KIP-525)."""
+    if not hasattr(types, "CreatableTopicConfigs"):
+        return ()
+    resolved = resolve_topic_config(state.config, topic.config)
+    return tuple(
+        make(
+            types.CreatableTopicConfigs,
+            name=value.name,
+            value=value.rendered,
+            read_only=False,
+            config_source=int(value.source),
+            is_sensitive=False,
+        )
+        for value in resolved.values()
+    )
+
+
+async def handle_create_topics(state: BrokerState, request: Request) -> bytes:
+    version = request.header.api_version
+    types = response_types(CREATE_TOPICS, version)
+    body = request.body
+    counts = Counter(t.name for t in body.topics)
+    results = []
+    for requested in body.topics:
+        result: dict[str, Any] = {
+            "name": requested.name,
+            "topic_id": None,
+            "error_code": ErrorCode.none,
+            "error_message": None,
+            "configs": (),
+        }
+        if counts[requested.name] > 1:
+            result.update(
+                error_code=ErrorCode.invalid_request,
+                error_message=f"Create topics request from client contains duplicate topic: {requested.name}",
+            )
+            results.append(make(types.CreatableTopicResult, **result))
+            continue
+        try:
+            topic = await create_topic(
+                state,
+                requested.name,
+                num_partitions=int(requested.num_partitions),
+                replication_factor=int(requested.replication_factor),
+                assignment={int(a.partition_index): list(a.broker_ids) for a in requested.assignments},
+                configs={c.name: c.value for c in requested.configs},
+                validate_only=bool(body.validate_only) if version >= 1 else False,
+            )
+        except TopicAdminError as exc:
+            result.update(error_code=exc.error_code, error_message=exc.message)
+        else:
+            result.update(
+                topic_id=topic.topic_id,
+                num_partitions=topic.partition_count,
+                replication_factor=len(topic.assignment[0]),
+                configs=_config_entries(state, types, topic),
+            )
+        results.append(make(types.CreatableTopicResult, **result))
+    response = make(types.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
+    return encode_response(request.header.correlation_id, response)
+
+
+async def handle_delete_topics(state: BrokerState, request: Request) -> bytes:
+    version = request.header.api_version
+    types = response_types(DELETE_TOPICS, version)
+    body = request.body
+    if version >= 6:
+        wanted = [(t.name, t.topic_id) for t in body.topics]
+    else:
+        wanted = [(name, None) for name in body.topic_names]
+    results = []
+    for wanted_name, topic_id in wanted:
+        name = wanted_name
+        if name is None and topic_id is not None:
+            name = next((t.name for t in state.topics.topics.values() if t.topic_id == topic_id), None)
+            if name is None:
+                results.append(
+                    make(
+                        types.DeletableTopicResult,
+                        name=None,
+                        topic_id=topic_id,
+                        error_code=ErrorCode.unknown_topic_id,
+                        error_message="unknown topic id",
+                    )
+                )
+                continue
+        try:
+            topic = await delete_topic(state, name)
+        except TopicAdminError as exc:
+            results.append(
+                make(
+                    types.DeletableTopicResult,
+                    name=name,
+                    topic_id=topic_id,
+                    error_code=exc.error_code,
+                    error_message=exc.message,
+                )
+            )
+        else:
+            results.append(
+                make(
+                    types.DeletableTopicResult,
+                    name=name,
+                    topic_id=topic.topic_id,
+                    error_code=ErrorCode.none,
+                    error_message=None,
+                )
+            )
+    response = make(types.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
+    return encode_response(request.header.correlation_id, response)
+
+
+async def handle_create_partitions(state: BrokerState, request: Request) -> bytes:
+    types = response_types(CREATE_PARTITIONS, request.header.api_version)
+    body = request.body
+    counts = Counter(t.name for t in body.topics)
+    results = []
+    for requested in body.topics:
+        code, message = ErrorCode.none, None
+        if counts[requested.name] > 1:
+            code, message = ErrorCode.invalid_request, f"Duplicate topic in request: {requested.name}"
+        else:
+            assignment = [list(a.broker_ids) for a in requested.assignments] if requested.assignments else None
+            try:
+                await create_partitions(
+                    state,
+                    requested.name,
+                    int(requested.count),
+                    assignment=assignment,
+                    validate_only=bool(body.validate_only),
+                )
+            except TopicAdminError as exc:
+                code, message = exc.error_code, exc.message
+        results.append(
+            make(types.CreatePartitionsTopicResult, name=requested.name, error_code=code, error_message=message)
+        )
+    response = make(types.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+    return encode_response(request.header.correlation_id, response)
+
+
+SPECS = [
+    ApiSpec(CREATE_TOPICS, "CreateTopics", 2, 7, handle_create_topics),
+    ApiSpec(DELETE_TOPICS, "DeleteTopics", 1, 6, handle_delete_topics),
+    ApiSpec(CREATE_PARTITIONS, "CreatePartitions", 0, 3, handle_create_partitions),
+]

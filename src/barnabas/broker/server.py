@@ -1,0 +1,175 @@
+"""The broker process: open coordination and logs, bind the listener, serve, stop cleanly.
+
+Start-up order matters: coordination first (cluster id), then the log dirs (whose lock and
+meta.properties must agree with the broker id and cluster id), then the listener, so a broker
+that cannot own its data never accepts a connection. Stopping reverses it: stop accepting,
+close connections, wake waiting fetches, close the logs (clean-shutdown marker), then storage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from collections.abc import Callable
+
+from barnabas.cluster import ProducerIdAllocator, TopicStore
+from barnabas.config import BrokerConfig, ConfigError, hostname_ordinal, log_config_for
+from barnabas.coordination import Storage, open_storage
+from barnabas.log import LogManager, read_broker_id
+
+from .connection import KafkaConnection
+from .handlers import build_registry
+from .state import BrokerState, Endpoint
+from .topic_admin import reconcile_local_logs
+
+__all__ = ["Broker"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds between log maintenance passes at most (retention, time-based flush, expiry).
+MAX_MAINTENANCE_INTERVAL_S = 1.0
+
+
+def resolve_broker_id(config: BrokerConfig) -> int:
+    """``broker.id``, else a hostname ordinal (``name-N``), else meta.properties, else 0."""
+    if config.broker_id >= 0:
+        return config.broker_id
+    ordinal = hostname_ordinal()
+    if ordinal is not None:
+        return ordinal
+    for directory in config.log_dirs:
+        stored = read_broker_id(directory)
+        if stored is not None:
+            return stored
+    return 0
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.time) -> None:
+        listeners = config.listeners
+        if len(listeners) != 1:
+            raise ConfigError(f"listeners: exactly one listener is supported, got {len(listeners)}")
+        self.config = config
+        self.clock = clock
+        self.broker_id = resolve_broker_id(config)
+        self.state: BrokerState | None = None
+        self._storage: Storage | None = None
+        self._logs: LogManager | None = None
+        self._server: asyncio.Server | None = None
+        self._maintenance: asyncio.Task[None] | None = None
+        self._stopped = asyncio.Event()
+
+    async def start(self) -> Endpoint:
+        """Open everything and start listening; return the advertised endpoint.
+
+        Raises:
+            ConfigError, LogError, CoordinationError, OSError: the broker cannot start.
+        """
+        try:
+            return await self._start()
+        except BaseException:
+            await self._release()
+            raise
+
+    async def _start(self) -> Endpoint:
+        config = self.config
+        self._storage = await open_storage(config.coordination_url)
+        topics = TopicStore(self._storage)
+        cluster_id = await topics.cluster_id()
+        await topics.load()
+        registry = build_registry()
+        now_ms = int(self.clock() * 1000)
+        self._logs = LogManager(config.log_dirs, log_config_for(config, {}), self.broker_id, cluster_id)
+        self._logs.load_all(now_ms)
+        listener = config.listeners[0]
+        state = BrokerState(
+            config=config,
+            broker_id=self.broker_id,
+            cluster_id=cluster_id,
+            storage=self._storage,
+            topics=topics,
+            logs=self._logs,
+            producer_ids=ProducerIdAllocator(self._storage, self.broker_id),
+            advertised=Endpoint(listener.host, listener.port),
+            registry=registry,
+            clock=self.clock,
+            rack=config["broker.rack"],
+        )
+        self.state = state
+        reconcile_local_logs(state)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: KafkaConnection(state, registry),
+            host=listener.host or None,
+            port=listener.port,
+            reuse_address=True,
+        )
+        bound_port = self._server.sockets[0].getsockname()[1]
+        state.advertised = self._advertised_endpoint(bound_port)
+        self._maintenance = loop.create_task(self._maintain(), name="log maintenance")
+        log.info(
+            "broker %d (cluster %s) listening on %s:%d, advertised as %s:%d, %d partitions in %s",
+            self.broker_id, cluster_id, listener.host or "*", bound_port, state.advertised.host,
+            state.advertised.port, len(list(self._logs.partitions())), ", ".join(map(str, config.log_dirs)),
+        )  # fmt: skip
+        for key, reason in sorted(config.ignored.items()):
+            log.info("ignoring Kafka setting %s: %s", key, reason)
+        return state.advertised
+
+    def _advertised_endpoint(self, bound_port: int) -> Endpoint:
+        listener = self.config.listeners[0]
+        if self.config["advertised.listeners"]:
+            advertised = self.config.advertised_listeners[0]
+            return Endpoint(advertised.host or socket.getfqdn(), advertised.port)
+        host = listener.host if listener.host not in ("", "0.0.0.0", "::") else socket.getfqdn()
+        return Endpoint(host, bound_port)
+
+    async def _maintain(self) -> None:
+        config = self.config
+        interval_ms = min(
+            config["log.retention.check.interval.ms"],
+            config["producer.id.expiration.check.interval.ms"],
+            config["log.flush.scheduler.interval.ms"],
+        )
+        interval_s = min(max(interval_ms / 1000, 0.05), MAX_MAINTENANCE_INTERVAL_S)
+        while True:
+            await asyncio.sleep(interval_s)
+            assert self._logs is not None
+            try:
+                self._logs.maintain(int(self.clock() * 1000))
+            except Exception:
+                log.exception("log maintenance failed; will retry")
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    async def stop(self) -> None:
+        """Stop accepting, close connections, close the logs cleanly and release storage."""
+        if self._server is not None:
+            self._server.close()
+        if self.state is not None:
+            for connection in list(self.state.connections):
+                connection.close()
+            self.state.fetch_waiters.notify_all()
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), timeout=5)
+        await self._release()
+        log.info("broker %d stopped cleanly", self.broker_id)
+        self._stopped.set()
+
+    async def _release(self) -> None:
+        if self._maintenance is not None:
+            self._maintenance.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._maintenance
+            self._maintenance = None
+        if self._logs is not None:
+            self._logs.close()
+            self._logs = None
+        if self._storage is not None:
+            await self._storage.close()
+            self._storage = None

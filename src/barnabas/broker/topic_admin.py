@@ -1,0 +1,260 @@
+"""Create, delete, grow and reconfigure topics: the checks Kafka makes, then storage, then logs.
+
+Shared by CreateTopics, Metadata auto-creation, DeleteTopics, CreatePartitions and
+IncrementalAlterConfigs. Failures raise TopicAdminError carrying the Kafka error code the
+handler puts in its response; nothing is written until every check has passed.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+
+from barnabas.cluster import PartitionState, Topic, TopicExistsError, topic_name_problem
+from barnabas.config import ConfigError, validate_topic_overrides
+from barnabas.protocol import ErrorCode
+
+from .state import BrokerState
+
+__all__ = [
+    "TopicAdminError",
+    "alter_topic_config",
+    "create_partitions",
+    "create_topic",
+    "delete_topic",
+    "reconcile_local_logs",
+]
+
+log = logging.getLogger(__name__)
+
+
+class TopicAdminError(Exception):
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+def live_brokers(state: BrokerState) -> list[int]:
+    """Brokers that can hold replicas; a single broker knows only itself until clustering."""
+    return [state.broker_id]
+
+
+def _collision_key(name: str) -> str:
+    return name.replace(".", "_")
+
+
+def _check_name(state: BrokerState, name: str) -> None:
+    if problem := topic_name_problem(name):
+        raise TopicAdminError(ErrorCode.invalid_topic_exception, problem)
+    if name in state.topics.topics:
+        raise TopicAdminError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+    for existing in state.topics.topics:
+        if _collision_key(existing) == _collision_key(name):
+            raise TopicAdminError(
+                ErrorCode.invalid_topic_exception, f"Topic '{name}' collides with existing topic: {existing}"
+            )
+
+
+def _assign(state: BrokerState, partitions: range, replication_factor: int) -> dict[int, tuple[int, ...]]:
+    brokers = live_brokers(state)
+    if replication_factor > len(brokers):
+        raise TopicAdminError(
+            ErrorCode.invalid_replication_factor,
+            f"Replication factor: {replication_factor} larger than available brokers: {len(brokers)}.",
+        )
+    return {p: tuple(brokers[(p + r) % len(brokers)] for r in range(replication_factor)) for p in partitions}
+
+
+def _check_assignment(
+    state: BrokerState, assignment: Mapping[int, Sequence[int]], first_partition: int
+) -> dict[int, tuple[int, ...]]:
+    brokers = set(live_brokers(state))
+    expected = list(range(first_partition, first_partition + len(assignment)))
+    if sorted(assignment) != expected:
+        raise TopicAdminError(ErrorCode.invalid_replica_assignment, "partitions must be consecutive from 0")
+    sizes = {len(replicas) for replicas in assignment.values()}
+    if len(sizes) != 1 or 0 in sizes:
+        raise TopicAdminError(ErrorCode.invalid_replica_assignment, "every partition needs the same replica count")
+    for partition, replicas in assignment.items():
+        if len(set(replicas)) != len(replicas):
+            raise TopicAdminError(ErrorCode.invalid_replica_assignment, f"partition {partition} lists a broker twice")
+        unknown = set(replicas) - brokers
+        if unknown:
+            raise TopicAdminError(
+                ErrorCode.invalid_replica_assignment,
+                f"partition {partition} names unknown brokers {sorted(unknown)}",
+            )
+    return {p: tuple(replicas) for p, replicas in assignment.items()}
+
+
+def _check_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
+    try:
+        return validate_topic_overrides(configs)
+    except ConfigError as exc:
+        raise TopicAdminError(ErrorCode.invalid_config, str(exc)) from None
+
+
+async def create_topic(
+    state: BrokerState,
+    name: str,
+    *,
+    num_partitions: int = -1,
+    replication_factor: int = -1,
+    assignment: Mapping[int, Sequence[int]] | None = None,
+    configs: Mapping[str, str | None] | None = None,
+    validate_only: bool = False,
+) -> Topic:
+    """Validate and (unless ``validate_only``) create a topic with its local logs."""
+    _check_name(state, name)
+    overrides = _check_configs(configs or {})
+    if assignment:
+        if num_partitions != -1 or replication_factor != -1:
+            raise TopicAdminError(
+                ErrorCode.invalid_request,
+                "Both numPartitions or replicationFactor and replicasAssignments were set.",
+            )
+        replicas = _check_assignment(state, assignment, 0)
+    else:
+        partitions = state.config["num.partitions"] if num_partitions == -1 else num_partitions
+        factor = state.config["default.replication.factor"] if replication_factor == -1 else replication_factor
+        if partitions <= 0:
+            raise TopicAdminError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+        if factor <= 0:
+            raise TopicAdminError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
+        replicas = _assign(state, range(partitions), factor)
+    topic = Topic(
+        name=name,
+        topic_id=uuid.uuid4(),
+        assignment=replicas,
+        config=overrides,
+        internal=name.startswith("__"),
+    )
+    if validate_only:
+        return topic
+    states = {p: PartitionState(leader=r[0], leader_epoch=0, isr=r) for p, r in replicas.items()}
+    try:
+        await state.topics.create(topic, states)
+    except TopicExistsError:
+        raise TopicAdminError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.") from None
+    _create_local_logs(state, topic, replicas)
+    log.info("created topic %s (%s) with %d partitions", name, topic.topic_id, len(replicas))
+    return topic
+
+
+def _create_local_logs(state: BrokerState, topic: Topic, replicas: Mapping[int, Sequence[int]]) -> None:
+    config = state.log_config(topic.config)
+    now_ms = state.now_ms()
+    for partition, brokers in replicas.items():
+        if state.broker_id in brokers and state.logs.get(topic.name, partition) is None:
+            state.logs.create(topic.name, partition, topic.topic_id, config, now_ms)
+
+
+async def delete_topic(state: BrokerState, name: str) -> Topic:
+    """Delete a topic from storage, then its local logs."""
+    topic = state.topic(name)
+    if topic is None:
+        raise TopicAdminError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic.")
+    if not state.config["delete.topic.enable"]:
+        raise TopicAdminError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
+    await state.topics.delete(name)
+    for partition in topic.assignment:
+        if state.logs.get(name, partition) is not None:
+            state.logs.delete_topic_partition(name, partition)
+        state.fetch_waiters.notify((name, partition))
+    log.info("deleted topic %s (%s)", name, topic.topic_id)
+    return topic
+
+
+async def create_partitions(
+    state: BrokerState,
+    name: str,
+    count: int,
+    *,
+    assignment: Sequence[Sequence[int]] | None = None,
+    validate_only: bool = False,
+) -> Topic:
+    """Grow a topic to ``count`` partitions."""
+    topic = state.topic(name)
+    if topic is None:
+        raise TopicAdminError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+    current = topic.partition_count
+    if count <= current:
+        raise TopicAdminError(
+            ErrorCode.invalid_partitions,
+            f"Topic currently has {current} partitions, which is higher than the requested {count}.",
+        )
+    factor = len(topic.assignment[0])
+    new_partitions = range(current, count)
+    if assignment:
+        if len(assignment) != len(new_partitions):
+            raise TopicAdminError(
+                ErrorCode.invalid_replica_assignment,
+                f"Increasing the number of partitions by {len(new_partitions)} but {len(assignment)} "
+                "assignments provided.",
+            )
+        added = _check_assignment(state, dict(zip(new_partitions, assignment, strict=True)), current)
+        if any(len(replicas) != factor for replicas in added.values()):
+            raise TopicAdminError(ErrorCode.invalid_replica_assignment, "replica count differs from the topic's")
+    else:
+        added = _assign(state, new_partitions, factor)
+    grown = Topic(topic.name, topic.topic_id, {**topic.assignment, **added}, topic.config, topic.internal)
+    if validate_only:
+        return grown
+    states = {p: PartitionState(leader=r[0], leader_epoch=0, isr=r) for p, r in added.items()}
+    await state.topics.update(grown, states)
+    _create_local_logs(state, grown, added)
+    log.info("topic %s grew from %d to %d partitions", name, current, count)
+    return grown
+
+
+async def alter_topic_config(
+    state: BrokerState, name: str, overrides: Mapping[str, str | None], *, validate_only: bool = False
+) -> Topic:
+    """Replace a topic's config overrides (None values are removed) and apply them to its logs."""
+    topic = state.topic(name)
+    if topic is None:
+        raise TopicAdminError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+    normalised = _check_configs(overrides)
+    updated = Topic(topic.name, topic.topic_id, topic.assignment, normalised, topic.internal)
+    try:
+        config = state.log_config(normalised)
+    except ValueError as exc:
+        raise TopicAdminError(ErrorCode.invalid_config, str(exc)) from None
+    if validate_only:
+        return updated
+    await state.topics.update(updated)
+    state.logs.update_config(name, config)
+    return updated
+
+
+def reconcile_local_logs(state: BrokerState) -> None:
+    """Make local logs match storage: create missing replicas, delete logs of deleted topics.
+
+    A log whose topic was deleted, or deleted and re-created under a new id, while this broker
+    was down is removed, as Kafka's StopReplica with deletion would.
+    """
+    expected = {
+        (topic.name, partition): topic
+        for topic in state.topics.topics.values()
+        for partition, replicas in topic.assignment.items()
+        if state.broker_id in replicas
+    }
+    for name, partition in list(state.logs.partitions()):
+        partition_log = state.logs.get(name, partition)
+        topic = expected.get((name, partition))
+        stale_id = (
+            partition_log is not None
+            and topic is not None
+            and partition_log.topic_id
+            not in (
+                None,
+                topic.topic_id,
+            )
+        )
+        if topic is None or stale_id:
+            log.info("removing local log %s-%d: its topic no longer exists", name, partition)
+            state.logs.delete_topic_partition(name, partition)
+    for topic in {id(t): t for t in expected.values()}.values():
+        _create_local_logs(state, topic, topic.assignment)

@@ -1,0 +1,93 @@
+"""`barnabas broker`: run one broker until SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from pathlib import Path
+from typing import Any
+
+from barnabas.config import ConfigError, load_broker_config
+from barnabas.coordination import CoordinationError
+from barnabas.log.errors import LogError
+
+from .errors import CliError
+
+log = logging.getLogger("barnabas.cli")
+
+
+def register(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "broker",
+        help="run a broker",
+        description="Run one broker. Settings use Kafka's names: --config server.properties, then "
+        "BARNABAS_* environment variables (BARNABAS_LOG_RETENTION_MS for log.retention.ms), then flags.",
+    )
+    parser.add_argument("--config", type=Path, help="a server.properties file")
+    parser.add_argument("--id", type=int, help="broker.id")
+    parser.add_argument("--listen", metavar="HOST:PORT", help="listeners=PLAINTEXT://HOST:PORT (port 0 picks one)")
+    parser.add_argument("--advertise", metavar="HOST:PORT", help="advertised.listeners=PLAINTEXT://HOST:PORT")
+    parser.add_argument("--data-dir", metavar="DIR", help="log.dirs=DIR")
+    parser.add_argument("--coordination", metavar="URL", help="coordination.url, e.g. sqlite:///path/to/db")
+    parser.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="any other setting, e.g. --set num.partitions=3 (repeatable)",
+    )
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.set_defaults(run=run)
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, str]:
+    overrides: dict[str, str] = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise CliError(f"--set {item!r}: expected KEY=VALUE")
+        overrides[key.strip()] = value
+    if args.id is not None:
+        overrides["broker.id"] = str(args.id)
+    if args.listen:
+        overrides["listeners"] = f"PLAINTEXT://{args.listen}"
+    if args.advertise:
+        overrides["advertised.listeners"] = f"PLAINTEXT://{args.advertise}"
+    if args.data_dir:
+        overrides["log.dirs"] = args.data_dir
+    if args.coordination:
+        overrides["coordination.url"] = args.coordination
+    return overrides
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = load_broker_config(args.config, _overrides(args))
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    import uvloop
+
+    return int(uvloop.run(_serve(config)))
+
+
+async def _serve(config: Any) -> int:
+    from barnabas.broker import Broker
+
+    try:
+        broker = Broker(config)
+        await broker.start()
+    except (ConfigError, LogError, CoordinationError) as exc:
+        raise CliError(str(exc)) from None
+    except OSError as exc:
+        raise CliError(f"cannot start: {exc}") from None
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stopping.set)
+    await stopping.wait()
+    log.info("stopping")
+    await broker.stop()
+    return 0

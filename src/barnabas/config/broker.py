@@ -1,0 +1,318 @@
+"""Broker configuration: Kafka's property names, loaded from a file, the environment and flags.
+
+Rules this module keeps:
+
+- Precedence, lowest first: defaults, ``server.properties``, ``BARNABAS_*`` environment
+  variables, command-line flags.
+- An environment variable maps to a key by upper-casing it and turning dots into underscores
+  (``BARNABAS_LOG_RETENTION_MS`` → ``log.retention.ms``). Only the known keys are read, so
+  other ``BARNABAS_*`` variables are left alone.
+- A key that is neither defined nor a known Kafka setting that does not apply here is an
+  error. Kafka settings that have no meaning in barnabas (thread pools, ZooKeeper timeouts,
+  KRaft quorum settings) are accepted so that Kafka's own server.properties loads; each one is
+  reported once as ignored.
+- Values keep Kafka's defaults unless a comment says why not.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .definitions import (
+    INT32_MAX,
+    INT64_MAX,
+    ConfigDef,
+    ConfigError,
+    ConfigSource,
+    ConfigType,
+    at_least,
+    between,
+    one_of,
+    parse_properties,
+)
+
+__all__ = ["BROKER_CONFIGS", "BrokerConfig", "Listener", "load_broker_config"]
+
+ENV_PREFIX = "BARNABAS_"
+DEFAULT_DATA_DIR = "barnabas-data"
+
+_B = ConfigType.BOOLEAN
+_S = ConfigType.STRING
+_I = ConfigType.INT
+_L = ConfigType.LONG
+_D = ConfigType.DOUBLE
+_LIST = ConfigType.LIST
+
+BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
+    ConfigDef("broker.id", _I, -1, "This broker's id; -1 derives it from a hostname ordinal or meta.properties.",
+              at_least(-1)),
+    ConfigDef("node.id", _I, -1, "KRaft's name for broker.id; accepted as an alias.", at_least(-1)),
+    ConfigDef("broker.rack", _S, None, "Rack of this broker, used for rack-aware replica placement."),
+    # Kafka binds every interface by default; barnabas defaults to loopback so a first run
+    # exposes nothing.
+    ConfigDef("listeners", _LIST, ["PLAINTEXT://127.0.0.1:9092"], "Listener URIs to bind."),
+    ConfigDef("advertised.listeners", _LIST, None, "Listener URIs given to clients; defaults to listeners."),
+    ConfigDef("listener.security.protocol.map", _S, "PLAINTEXT:PLAINTEXT", "Listener name to protocol."),
+    ConfigDef("log.dirs", _LIST, None, "Log directories; defaults to log.dir."),
+    ConfigDef("log.dir", _S, DEFAULT_DATA_DIR, "Log directory used when log.dirs is unset."),
+    ConfigDef("coordination.url", _S, None,
+              "Coordination backend URL; defaults to sqlite:///<first log dir>/coordination.db."),
+    ConfigDef("num.partitions", _I, 1, "Default partition count for auto-created topics.", at_least(1)),
+    ConfigDef("default.replication.factor", _I, 1, "Default replication factor for auto-created topics.",
+              at_least(1)),
+    ConfigDef("auto.create.topics.enable", _B, True, "Create topics named by Metadata or Produce requests."),
+    ConfigDef("delete.topic.enable", _B, True, "Allow DeleteTopics."),
+    ConfigDef("message.max.bytes", _I, 1048588, "Largest record batch a topic accepts by default.",
+              at_least(0)),
+    ConfigDef("socket.request.max.bytes", _I, 104857600, "Largest request frame; larger ones close the connection.",
+              at_least(1)),
+    ConfigDef("log.segment.bytes", _I, 1073741824, "Segment file size before a roll.", at_least(14)),
+    ConfigDef("log.roll.ms", _L, None, "Time before a segment rolls; overrides log.roll.hours.", at_least(1)),
+    ConfigDef("log.roll.hours", _I, 168, "Time before a segment rolls, in hours.", at_least(1)),
+    ConfigDef("log.retention.ms", _L, None, "Retention time; -1 keeps forever. Overrides minutes/hours.",
+              at_least(-1)),
+    ConfigDef("log.retention.minutes", _I, None, "Retention time in minutes.", at_least(-1)),
+    ConfigDef("log.retention.hours", _I, 168, "Retention time in hours.", at_least(-1)),
+    ConfigDef("log.retention.bytes", _L, -1, "Retention size per partition; -1 is unlimited.", at_least(-1)),
+    ConfigDef("log.retention.check.interval.ms", _L, 300000, "How often retention runs.", at_least(1)),
+    ConfigDef("log.index.interval.bytes", _I, 4096, "Bytes between offset index entries.", at_least(0)),
+    ConfigDef("log.index.size.max.bytes", _I, 10485760, "Largest offset index; a full index rolls the segment.",
+              at_least(4)),
+    ConfigDef("log.flush.interval.messages", _L, INT64_MAX, "Messages between fsyncs of a partition.",
+              at_least(1)),
+    ConfigDef("log.flush.interval.ms", _L, None, "Milliseconds between fsyncs; unset uses the scheduler interval.",
+              at_least(0)),
+    ConfigDef("log.flush.scheduler.interval.ms", _L, INT64_MAX, "How often the time-based flush is checked."),
+    ConfigDef("log.segment.delete.delay.ms", _L, 60000, "Delay before a deleted segment's files go.", at_least(0)),
+    ConfigDef("log.message.timestamp.type", _S, "CreateTime", "CreateTime or LogAppendTime.",
+              one_of("CreateTime", "LogAppendTime")),
+    ConfigDef("log.cleanup.policy", _LIST, ["delete"], "delete, compact or both.", one_of("delete", "compact")),
+    ConfigDef("log.cleaner.delete.retention.ms", _L, 86400000, "How long tombstones are kept.", at_least(0)),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", _L, 0, "Minimum age before compaction.", at_least(0)),
+    ConfigDef("log.cleaner.max.compaction.lag.ms", _L, INT64_MAX, "Maximum age before compaction.", at_least(1)),
+    ConfigDef("log.cleaner.min.cleanable.ratio", _D, 0.5, "Dirty ratio that triggers compaction.", between(0, 1)),
+    ConfigDef("log.message.timestamp.before.max.ms", _L, INT64_MAX,
+              "Largest allowed age of a record timestamp.", at_least(0)),
+    ConfigDef("log.message.timestamp.after.max.ms", _L, 3600000,
+              "Largest allowed lead of a record timestamp over broker time.", at_least(0)),
+    ConfigDef("min.insync.replicas", _I, 1, "Replicas that must acknowledge acks=all.", at_least(1)),
+    ConfigDef("unclean.leader.election.enable", _B, False, "Allow an out-of-sync replica to become leader."),
+    ConfigDef("compression.type", _S, "producer", "Topic compression; barnabas keeps the producer's batches.",
+              one_of("producer")),
+    ConfigDef("replica.lag.time.max.ms", _L, 30000, "Lag after which a follower leaves the ISR.", at_least(0)),
+    ConfigDef("producer.id.expiration.ms", _I, 86400000, "Idle time after which producer state is dropped.",
+              at_least(1)),
+    ConfigDef("producer.id.expiration.check.interval.ms", _I, 600000, "How often producer ids expire.",
+              at_least(1)),
+    ConfigDef("offsets.topic.num.partitions", _I, 50, "Partitions of __consumer_offsets.", at_least(1)),
+    ConfigDef("offsets.topic.replication.factor", _I, 3, "Replication of __consumer_offsets.", at_least(1)),
+    ConfigDef("controlled.shutdown.enable", _B, True, "Move leadership away before shutting down."),
+    ConfigDef("group.initial.rebalance.delay.ms", _I, 3000, "Delay of a new group's first rebalance.",
+              at_least(0)),
+    ConfigDef("connections.max.idle.ms", _L, 600000, "Idle connections are closed after this long.", at_least(1)),
+    ConfigDef("fetch.max.bytes", _I, 57671680, "Largest Fetch response the broker builds.", at_least(1024)),
+    ConfigDef("broker.id.generation.enable", _B, True, "Accepted for compatibility; ids come from config or host."),
+)  # fmt: skip
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {definition.name: definition for definition in BROKER_CONFIG_LIST}
+
+#: Kafka settings that load without error but have no effect in barnabas, with the reason.
+IGNORED_KAFKA_SETTINGS: dict[str, str] = {
+    **dict.fromkeys(
+        ("num.network.threads", "num.io.threads", "num.recovery.threads.per.data.dir", "num.replica.fetchers",
+         "background.threads", "queued.max.requests", "num.replica.alter.log.dirs.threads"),
+        "barnabas serves every connection from one event loop",
+    ),
+    **dict.fromkeys(
+        ("socket.send.buffer.bytes", "socket.receive.buffer.bytes", "socket.listen.backlog.size"),
+        "the operating system's socket defaults are used",
+    ),
+    **dict.fromkeys(
+        ("zookeeper.connect", "zookeeper.connection.timeout.ms", "zookeeper.session.timeout.ms"),
+        "coordination is configured with coordination.url",
+    ),
+    **dict.fromkeys(
+        ("process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
+         "controller.listener.names", "inter.broker.listener.name", "metadata.log.dir"),
+        "barnabas has no KRaft quorum; the controller is elected through coordination",
+    ),
+    **dict.fromkeys(
+        ("transaction.state.log.replication.factor", "transaction.state.log.min.isr",
+         "transaction.state.log.num.partitions", "share.coordinator.state.topic.replication.factor",
+         "share.coordinator.state.topic.min.isr", "offsets.topic.min.isr"),
+        "transactions and share groups are not implemented yet",
+    ),
+    "log.cleaner.enable": "the log cleaner always runs for compacted topics",
+    "log.preallocate": "segments are not preallocated",
+    "group.coordinator.rebalance.protocols": "only the classic group protocol is served",
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+_LISTENER = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:/]*):(?P<port>\d+)$")
+
+
+def parse_listener(uri: str, key: str) -> Listener:
+    """Parse ``NAME://host:port`` (empty host means every interface, as in Kafka).
+
+    Raises:
+        ConfigError: malformed URI or port.
+    """
+    match = _LISTENER.match(uri.strip())
+    if not match:
+        raise ConfigError(f"{key}: {uri!r} is not of the form NAME://host:port")
+    port = int(match["port"])
+    if port > 65535:
+        raise ConfigError(f"{key}: port {port} is out of range")
+    return Listener(match["name"].upper(), match["host"].strip("[]"), port)
+
+
+class BrokerConfig:
+    """Resolved broker settings with where each value came from."""
+
+    def __init__(self, values: Mapping[str, Any], sources: Mapping[str, ConfigSource], ignored: Mapping[str, str]):
+        self._values = dict(values)
+        self._sources = dict(sources)
+        self.ignored = dict(ignored)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def source(self, key: str) -> ConfigSource:
+        return self._sources.get(key, ConfigSource.DEFAULT_CONFIG)
+
+    def items(self) -> list[tuple[str, Any]]:
+        return sorted(self._values.items())
+
+    @property
+    def broker_id(self) -> int:
+        explicit = int(self["broker.id"])
+        return explicit if explicit >= 0 else int(self["node.id"])
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return [parse_listener(uri, "listeners") for uri in self["listeners"]]
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        uris = self["advertised.listeners"] or self["listeners"]
+        return [parse_listener(uri, "advertised.listeners") for uri in uris]
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self["log.dirs"] or [self["log.dir"]]
+        return [Path(d) for d in dirs]
+
+    @property
+    def coordination_url(self) -> str:
+        explicit = self["coordination.url"]
+        if explicit:
+            return str(explicit)
+        return f"sqlite://{self.log_dirs[0].resolve() / 'coordination.db'}"
+
+    @property
+    def retention_ms(self) -> int:
+        if self["log.retention.ms"] is not None:
+            return int(self["log.retention.ms"])
+        if self["log.retention.minutes"] is not None:
+            minutes = int(self["log.retention.minutes"])
+            return -1 if minutes < 0 else minutes * 60_000
+        hours = int(self["log.retention.hours"])
+        return -1 if hours < 0 else hours * 3_600_000
+
+    @property
+    def roll_ms(self) -> int:
+        if self["log.roll.ms"] is not None:
+            return int(self["log.roll.ms"])
+        return int(self["log.roll.hours"]) * 3_600_000
+
+    @property
+    def flush_ms(self) -> int:
+        explicit = self["log.flush.interval.ms"]
+        return int(explicit) if explicit is not None else int(self["log.flush.scheduler.interval.ms"])
+
+
+def env_var_for(key: str) -> str:
+    """The environment variable that overrides ``key``."""
+    return ENV_PREFIX + key.upper().replace(".", "_").replace("-", "_")
+
+
+def load_broker_config(
+    file: Path | None = None,
+    overrides: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> BrokerConfig:
+    """Resolve settings from defaults, a properties file, ``BARNABAS_*`` variables and flags.
+
+    Raises:
+        ConfigError: an unknown key, an unreadable file or an invalid value.
+    """
+    raw: dict[str, tuple[str, str]] = {}  # key -> (value, origin)
+    if file is not None:
+        try:
+            text = file.read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from None
+        for key, value in parse_properties(text, str(file)).items():
+            raw[key] = (value, str(file))
+    env = os.environ if environ is None else environ
+    for key in BROKER_CONFIGS:
+        name = env_var_for(key)
+        if name in env:
+            raw[key] = (env[name], name)
+    for key, value in (overrides or {}).items():
+        raw[key] = (value, "command line")
+
+    values = {key: definition.default for key, definition in BROKER_CONFIGS.items()}
+    sources: dict[str, ConfigSource] = {}
+    ignored: dict[str, str] = {}
+    for key, (value, origin) in raw.items():
+        if key in IGNORED_KAFKA_SETTINGS:
+            ignored[key] = IGNORED_KAFKA_SETTINGS[key]
+            continue
+        definition = BROKER_CONFIGS.get(key)
+        if definition is None:
+            raise ConfigError(f"unknown setting {key!r} (from {origin})")
+        try:
+            values[key] = definition.parse(value)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc} (from {origin})") from None
+        sources[key] = ConfigSource.STATIC_BROKER_CONFIG
+    config = BrokerConfig(values, sources, ignored)
+    _check_consistency(config)
+    return config
+
+
+def _check_consistency(config: BrokerConfig) -> None:
+    listeners = config.listeners
+    if not listeners:
+        raise ConfigError("listeners: at least one listener is required")
+    advertised = config.advertised_listeners
+    for listener in advertised:
+        if listener.port == 0 and config["advertised.listeners"]:
+            raise ConfigError("advertised.listeners: port 0 cannot be advertised")
+    if config["broker.id"] >= 0 and config["node.id"] >= 0 and config["broker.id"] != config["node.id"]:
+        raise ConfigError(f"broker.id={config['broker.id']} and node.id={config['node.id']} disagree")
+    if config["message.max.bytes"] > config["socket.request.max.bytes"]:
+        raise ConfigError("message.max.bytes must not exceed socket.request.max.bytes")
+    if config["log.segment.bytes"] > INT32_MAX:
+        raise ConfigError("log.segment.bytes must fit in an int")
+
+
+def hostname_ordinal(hostname: str | None = None) -> int | None:
+    """The N of a StatefulSet-style hostname ``name-N``, if it has one."""
+    host = (hostname or socket.gethostname()).split(".")[0]
+    match = re.search(r"-(\d+)$", host)
+    return int(match.group(1)) if match else None

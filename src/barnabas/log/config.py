@@ -1,0 +1,153 @@
+"""Per-log settings with Kafka's topic-level names, defaults and validation (LogConfig.java).
+
+Rules this module keeps:
+
+- A :class:`LogConfig` is frozen; a config change builds a new one and hands it to the log.
+- Field defaults are Kafka's broker defaults, so ``LogConfig()`` behaves like an untouched Kafka
+  topic. ``-1`` means unlimited for ``retention_ms`` and ``retention_bytes``, as in Kafka.
+- :meth:`LogConfig.with_overrides` takes topic property strings (``segment.bytes`` ...) and applies
+  Kafka's own bounds (``segment.bytes`` >= 1 MiB since Kafka 4). The dataclass itself only rejects
+  values that would break the log, so tests may build small segments directly, as Kafka's tests do
+  with the internal ``internal.segment.bytes``.
+- Keys the log does not own (``compression.type``, ``min.insync.replicas`` ...) are ignored here;
+  the broker's config layer validates the full topic config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+__all__ = ["LogConfig"]
+
+_INT32_MAX = (1 << 31) - 1
+_INT64_MAX = (1 << 63) - 1
+_DAY_MS = 24 * 60 * 60 * 1000
+
+_TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+_CLEANUP_POLICIES = ("compact", "delete")
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """How one partition's log rolls, indexes, flushes and retains data."""
+
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * _DAY_MS
+    segment_index_bytes: int = 10 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    retention_ms: int = 7 * _DAY_MS
+    retention_bytes: int = -1
+    max_message_bytes: int = 1048588
+    message_timestamp_type: str = "CreateTime"
+    flush_messages: int = _INT64_MAX
+    flush_ms: int = _INT64_MAX
+    file_delete_delay_ms: int = 60000
+    cleanup_policy: str = "delete"
+    producer_id_expiration_ms: int = _DAY_MS
+
+    def __post_init__(self) -> None:
+        _check(self.segment_bytes, "segment.bytes", 61, _INT32_MAX)
+        _check(self.segment_ms, "segment.ms", 1, _INT64_MAX)
+        _check(self.segment_index_bytes, "segment.index.bytes", 4, _INT32_MAX)
+        _check(self.index_interval_bytes, "index.interval.bytes", 0, _INT32_MAX)
+        _check(self.retention_ms, "retention.ms", -1, _INT64_MAX)
+        _check(self.retention_bytes, "retention.bytes", -(1 << 63), _INT64_MAX)
+        _check(self.max_message_bytes, "max.message.bytes", 0, _INT32_MAX)
+        _check(self.flush_messages, "flush.messages", 1, _INT64_MAX)
+        _check(self.flush_ms, "flush.ms", 0, _INT64_MAX)
+        _check(self.file_delete_delay_ms, "file.delete.delay.ms", 0, _INT64_MAX)
+        _check(self.producer_id_expiration_ms, "producer.id.expiration.ms", 1, _INT64_MAX)
+        if self.message_timestamp_type not in _TIMESTAMP_TYPES:
+            raise ValueError(
+                f"message.timestamp.type must be one of {', '.join(_TIMESTAMP_TYPES)}, "
+                f"not {self.message_timestamp_type!r}"
+            )
+        policies = [p.strip() for p in self.cleanup_policy.split(",")]
+        if not policies or any(p not in _CLEANUP_POLICIES for p in policies):
+            raise ValueError(
+                f"cleanup.policy must be a list of {', '.join(_CLEANUP_POLICIES)}, not {self.cleanup_policy!r}"
+            )
+
+    @property
+    def delete_enabled(self) -> bool:
+        """True when retention by time and size applies (``delete`` in cleanup.policy)."""
+        return "delete" in (p.strip() for p in self.cleanup_policy.split(","))
+
+    @property
+    def log_append_time(self) -> bool:
+        """True when the broker stamps batches with its own clock (LogAppendTime)."""
+        return self.message_timestamp_type == "LogAppendTime"
+
+    def with_overrides(self, overrides: Mapping[str, str]) -> LogConfig:
+        """A copy with Kafka topic properties applied on top of this config.
+
+        Args:
+            overrides: topic property names (``retention.ms`` ...) to string values, as in
+                CreateTopics, AlterConfigs or a ``server.properties`` file.
+
+        Raises:
+            ValueError: a value is not a number, or outside Kafka's bounds for that property.
+        """
+        changes: dict[str, Any] = {}
+        for key, raw in overrides.items():
+            spec = _PROPERTIES.get(key)
+            if spec is None:
+                continue
+            field, parse, minimum, maximum = spec
+            value = parse(key, raw)
+            if isinstance(value, int):
+                _check(value, key, minimum, maximum)
+            changes[field] = value
+        return replace(self, **changes)
+
+    def to_properties(self) -> dict[str, str]:
+        """This config as Kafka topic properties (for DescribeConfigs)."""
+        by_field = {spec[0]: key for key, spec in _PROPERTIES.items()}
+        return {by_field[f.name]: str(getattr(self, f.name)) for f in fields(self) if f.name in by_field}
+
+
+def _check(value: int, name: str, minimum: int, maximum: int) -> None:
+    if not minimum <= value <= maximum:
+        raise ValueError(f"{name}={value} is out of range [{minimum}, {maximum}]")
+
+
+def _parse_int(key: str, raw: str) -> int:
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise ValueError(f"{key} must be an integer, not {raw!r}") from None
+
+
+def _parse_timestamp_type(key: str, raw: str) -> str:
+    value = raw.strip()
+    if value not in _TIMESTAMP_TYPES:
+        raise ValueError(f"{key} must be one of {', '.join(_TIMESTAMP_TYPES)}, not {raw!r}")
+    return value
+
+
+def _parse_cleanup_policy(key: str, raw: str) -> str:
+    policies = [p.strip() for p in raw.split(",") if p.strip()]
+    if not policies or any(p not in _CLEANUP_POLICIES for p in policies):
+        raise ValueError(f"{key} must be a list of {', '.join(_CLEANUP_POLICIES)}, not {raw!r}")
+    return ",".join(dict.fromkeys(policies))
+
+
+_Parse = Callable[[str, str], int | str]
+
+#: Topic property -> (field, parser, minimum, maximum), bounds as in Kafka 4's LogConfig.
+_PROPERTIES: dict[str, tuple[str, _Parse, int, int]] = {
+    "segment.bytes": ("segment_bytes", _parse_int, 1024 * 1024, _INT32_MAX),
+    "segment.ms": ("segment_ms", _parse_int, 1, _INT64_MAX),
+    "segment.index.bytes": ("segment_index_bytes", _parse_int, 4, _INT32_MAX),
+    "index.interval.bytes": ("index_interval_bytes", _parse_int, 0, _INT32_MAX),
+    "retention.ms": ("retention_ms", _parse_int, -1, _INT64_MAX),
+    "retention.bytes": ("retention_bytes", _parse_int, -(1 << 63), _INT64_MAX),
+    "max.message.bytes": ("max_message_bytes", _parse_int, 0, _INT32_MAX),
+    "message.timestamp.type": ("message_timestamp_type", _parse_timestamp_type, 0, 0),
+    "flush.messages": ("flush_messages", _parse_int, 1, _INT64_MAX),
+    "flush.ms": ("flush_ms", _parse_int, 0, _INT64_MAX),
+    "file.delete.delay.ms": ("file_delete_delay_ms", _parse_int, 0, _INT64_MAX),
+    "cleanup.policy": ("cleanup_policy", _parse_cleanup_policy, 0, 0),
+}

@@ -1,0 +1,651 @@
+"""One partition's log: segments, offsets, producer state and epochs (Kafka's UnifiedLog).
+
+Rules this module keeps:
+
+- Single-threaded: the broker calls from its event loop thread, so there are no locks. No clock
+  is read: every method that needs the time takes ``now_ms``.
+- Batches stay opaque. A client's batch is checked through its v2 header (``validate_batch``),
+  then only baseOffset, partitionLeaderEpoch and, for LogAppendTime, attributes + maxTimestamp
+  (re-CRCed by ``set_log_append_time``) are patched in place. Nothing is decompressed.
+- A reader never sees half a batch: the log end offset moves after the segment's readable size,
+  which moves after the whole write. Reads return whole batches only, never span two segments,
+  and stop below ``max_offset`` (the high watermark for consumers).
+- Rolling fsyncs the old segment and writes a producer snapshot before the new segment takes
+  appends, so after a crash only the active segment needs recovery; the recovery point records
+  what is known durable.
+- With a single replica the high watermark follows the log end offset. Replication will clear
+  :attr:`PartitionLog.hw_follows_log_end` and drive :attr:`PartitionLog.high_watermark` itself;
+  :meth:`PartitionLog.truncate_to` is the follower's truncation.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import uuid
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from barnabas.protocol import (
+    InvalidRecordError,
+    RecordBatchHeader,
+    iter_batch_headers,
+    parse_batch_header,
+    patch_batch,
+    set_log_append_time,
+    validate_batch,
+)
+
+from .config import LogConfig
+from .errors import (
+    CorruptCheckpointError,
+    InconsistentTopicIdError,
+    InvalidTxnStateError,
+    LogError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
+from .files import DELETE_DIR_SUFFIX, fsync_dir
+from .leader_epoch import LeaderEpochCache
+from .partition_metadata import read_topic_id, write_topic_id
+from .producer_state import ProducerStateManager
+from .recovery import LoadedLog, load_log, rebuild_producer_state
+from .retention import RetentionReason, SegmentStats, plan_retention
+from .segment import LogSegment
+
+__all__ = [
+    "AppendResult",
+    "EpochEndOffset",
+    "MaintenanceResult",
+    "OffsetAndTimestamp",
+    "PartitionLog",
+    "ReadResult",
+]
+
+logger = logging.getLogger(__name__)
+
+#: DeleteRecordsRequest.HIGH_WATERMARK: "delete everything below the high watermark".
+DELETE_TO_HIGH_WATERMARK = -1
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Where a produced batch went: what the Produce response reports for the partition."""
+
+    base_offset: int
+    last_offset: int
+    #: The broker's timestamp under LogAppendTime, else -1.
+    log_append_time_ms: int
+    log_start_offset: int
+    #: True when the batch was a producer retry already in the log: nothing was appended.
+    duplicate: bool
+    max_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Whole batches read from one segment, and the offsets a Fetch response reports."""
+
+    records: bytes
+    #: The offset after the last batch returned (the requested offset when nothing was).
+    next_offset: int
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """ListOffsets' answer at batch granularity: a batch's base offset and its maxTimestamp."""
+
+    offset: int
+    timestamp: int
+
+
+class EpochEndOffset(NamedTuple):
+    """OffsetForLeaderEpoch's answer: (-1, -1) when the epoch is unknown."""
+
+    epoch: int
+    end_offset: int
+
+
+@dataclass
+class MaintenanceResult:
+    """What one :meth:`PartitionLog.maintain` call did, for logging and tests."""
+
+    deleted_segments: list[tuple[int, RetentionReason]] = field(default_factory=list)
+    rolled: bool = False
+    flushed: bool = False
+    expired_producers: list[int] = field(default_factory=list)
+    removed_files: list[Path] = field(default_factory=list)
+    log_start_offset: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(
+            self.deleted_segments or self.rolled or self.flushed or self.expired_producers or self.removed_files
+        )
+
+
+class PartitionLog:
+    """The durable log of one partition replica."""
+
+    def __init__(
+        self, directory: Path, config: LogConfig, loaded: LoadedLog, topic_id: uuid.UUID | None, now_ms: int
+    ) -> None:
+        """Use :meth:`open`; this only assembles what recovery loaded."""
+        self.directory = directory
+        self.topic_id = topic_id
+        self._config = config
+        self._segments = list(loaded.segments)
+        self._bases = [s.base_offset for s in loaded.segments]
+        self._log_start_offset = loaded.log_start_offset
+        self._log_end_offset = loaded.log_end_offset
+        self._recovery_point = loaded.recovery_point
+        self._producers = loaded.producer_state
+        self._epochs = loaded.leader_epochs
+        self._high_watermark = loaded.log_end_offset
+        self._last_flush_ms = now_ms
+        self._pending_deletions: list[tuple[int, list[Path]]] = []
+        self._closed = False
+        #: True for a single replica: appends move the high watermark to the log end offset.
+        self.hw_follows_log_end = True
+        #: What recovery found, for logging and tests.
+        self.load_report = loaded
+
+    # --- opening -----------------------------------------------------------------------------
+
+    @classmethod
+    def open(  # noqa: PLR0917 - the positional signature the broker was promised
+        cls,
+        directory: Path,
+        config: LogConfig,
+        now_ms: int,
+        recovery_point: int | None = None,
+        log_start_offset: int | None = None,
+        topic_id: uuid.UUID | None = None,
+    ) -> PartitionLog:
+        """Open (or create) the log in ``directory``, recovering what a crash may have torn.
+
+        Args:
+            directory: the partition dir, ``<topic>-<partition>``.
+            config: the topic's log config.
+            now_ms: the current time (segment creation, producer expiration).
+            recovery_point: from ``recovery-point-offset-checkpoint``; None trusts every
+                segment but the last one, which is always recovered.
+            log_start_offset: from ``log-start-offset-checkpoint``.
+            topic_id: the topic id to record in ``partition.metadata``, or to check against it.
+
+        Raises:
+            InconsistentTopicIdError: ``partition.metadata`` names another topic id.
+        """
+        try:
+            existing = read_topic_id(directory)
+        except CorruptCheckpointError as exc:
+            if topic_id is None:
+                raise
+            logger.warning("rewriting unreadable partition metadata: %s", exc)
+            existing = None
+        if topic_id is not None and existing is not None and existing != topic_id:
+            raise InconsistentTopicIdError(f"partition dir {directory} belongs to topic id {existing}, not {topic_id}")
+        loaded = load_log(directory, config, now_ms, recovery_point, log_start_offset)
+        if topic_id is not None and existing is None:
+            write_topic_id(directory, topic_id)
+        log = cls(directory, config, loaded, topic_id or existing, now_ms)
+        logger.info(
+            "opened log %s: offsets [%d, %d), %d segment(s), recovered %s, truncated %d bytes",
+            directory,
+            log.log_start_offset,
+            log.log_end_offset,
+            log.segment_count,
+            loaded.recovered_segments,
+            loaded.truncated_bytes,
+        )
+        return log
+
+    # --- state -------------------------------------------------------------------------------
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        """Set by replication; kept within [log start offset, log end offset] as Kafka does."""
+        self._high_watermark = max(self._log_start_offset, min(offset, self._log_end_offset))
+
+    @property
+    def recovery_point(self) -> int:
+        """Everything below this offset is known to be on disk."""
+        return self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self._epochs.latest_epoch
+
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochCache:
+        return self._epochs
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        return self._producers
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply a topic config change; index sizes apply to segments created from now on."""
+        self._config = config
+        self._producers.producer_id_expiration_ms = config.producer_id_expiration_ms
+        self.active_segment.index_interval_bytes = config.index_interval_bytes
+
+    # --- appending ---------------------------------------------------------------------------
+
+    def append_as_leader(self, records: bytearray | memoryview, leader_epoch: int, now_ms: int) -> AppendResult:
+        """Validate one Produce partition's records, assign offsets and append them.
+
+        ``records`` is patched in place (baseOffset, partitionLeaderEpoch, LogAppendTime).
+
+        Raises:
+            CorruptRecordError: bad magic, bad CRC-32C, or sizes that run past the records.
+            InvalidRecordError: no batch or more than one, baseOffset not 0, a control batch.
+            InvalidTxnStateError: a transactional batch.
+            RecordTooLargeError: the batch exceeds max.message.bytes.
+            RecordBatchTooLargeError: the batch exceeds segment.bytes.
+            InvalidProducerEpochError, OutOfOrderSequenceError: idempotence checks failed.
+            ValueError: ``leader_epoch`` is older than the log's latest epoch (a caller bug).
+            OSError: the disk write failed; nothing was appended.
+        """
+        self._check_open()
+        header = self._validate_client_batch(records)
+        latest = self._epochs.latest_epoch
+        if leader_epoch >= 0 and latest is not None and leader_epoch < latest:
+            raise ValueError(f"leader epoch {leader_epoch} is older than the log's latest epoch {latest}")
+
+        duplicate = self._producers.check(header)
+        if duplicate is not None:
+            return AppendResult(
+                base_offset=duplicate.first_offset,
+                last_offset=duplicate.last_offset,
+                log_append_time_ms=duplicate.timestamp if self._config.log_append_time else -1,
+                log_start_offset=self._log_start_offset,
+                duplicate=True,
+                max_timestamp=duplicate.timestamp,
+            )
+
+        base_offset = self._log_end_offset
+        patch_batch(records, 0, base_offset, leader_epoch)
+        log_append_time = -1
+        if self._config.log_append_time:
+            set_log_append_time(records, 0, header.size, now_ms)
+            log_append_time = now_ms
+        header = parse_batch_header(records)
+
+        self._maybe_roll(header, now_ms)
+        if leader_epoch >= 0:
+            # Before the append, as UnifiedLog does: an entry without data is harmless, data
+            # without its epoch entry is not.
+            self._epochs.assign(leader_epoch, base_offset)
+        self.active_segment.append(records, header)
+        self._log_end_offset = header.next_offset
+        self._producers.update(header)
+        if self.hw_follows_log_end:
+            self._high_watermark = self._log_end_offset
+        if self._log_end_offset - self._recovery_point >= self._config.flush_messages:
+            self.flush(now_ms)
+        return AppendResult(
+            base_offset=base_offset,
+            last_offset=header.last_offset,
+            log_append_time_ms=log_append_time,
+            log_start_offset=self._log_start_offset,
+            duplicate=False,
+            max_timestamp=header.max_timestamp,
+        )
+
+    def _validate_client_batch(self, records: bytearray | memoryview) -> RecordBatchHeader:
+        # Kafka's order (UnifiedLog.analyzeAndValidateRecords, then LogValidator): size, CRC,
+        # then the rules for client batches.
+        if len(records) == 0:
+            raise InvalidRecordError("produce records contain no record batch")
+        header = parse_batch_header(records)
+        if header.magic == 2 and header.size <= len(records) and header.size > self._config.max_message_bytes:
+            raise RecordTooLargeError(header.size, self._config.max_message_bytes)
+        header = validate_batch(records)
+        if header.size != len(records):
+            raise InvalidRecordError(
+                f"produce records must hold exactly one batch: {len(records)} bytes, first batch {header.size}"
+            )
+        if header.base_offset != 0:
+            raise InvalidRecordError(f"the baseOffset of a produced batch must be 0, not {header.base_offset}")
+        if header.is_control:
+            raise InvalidRecordError("clients are not allowed to write control batches")
+        if header.is_transactional:
+            raise InvalidTxnStateError("transactional batches are not supported (no transaction coordinator)")
+        if header.size > self._config.segment_bytes:
+            raise RecordBatchTooLargeError(header.size, self._config.segment_bytes)
+        return header
+
+    def _maybe_roll(self, header: RecordBatchHeader, now_ms: int) -> None:
+        active = self.active_segment
+        if active.should_roll(
+            batch_size=header.size,
+            max_timestamp=header.max_timestamp,
+            last_offset=header.last_offset,
+            now_ms=now_ms,
+            segment_bytes=self._config.segment_bytes,
+            segment_ms=self._config.segment_ms,
+        ):
+            self.roll(now_ms)
+
+    def roll(self, now_ms: int) -> LogSegment:
+        """Start a new active segment at the log end offset; a no-op when the active one is empty.
+
+        The old segment is fsynced and a producer snapshot written first, so recovery after a
+        crash only needs the new segment.
+        """
+        self._check_open()
+        active = self.active_segment
+        if active.size == 0:
+            return active
+        base_offset = self._log_end_offset
+        active.on_become_inactive()
+        active.flush()
+        segment = LogSegment.create(
+            self.directory,
+            base_offset,
+            index_interval_bytes=self._config.index_interval_bytes,
+            max_index_bytes=self._config.segment_index_bytes,
+            now_ms=now_ms,
+        )
+        self._segments.append(segment)
+        self._bases.append(base_offset)
+        self._recovery_point = max(self._recovery_point, base_offset)
+        self._producers.update_map_end_offset(base_offset)
+        self._producers.take_snapshot()
+        fsync_dir(self.directory)
+        logger.info("rolled log %s to a new segment at offset %d", self.directory, base_offset)
+        return segment
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsync every segment that may hold data above the recovery point; advance it to the end."""
+        self._check_open()
+        for segment in self._segments[self._floor_segment(self._recovery_point) :]:
+            segment.flush()
+        self._recovery_point = self._log_end_offset
+        if now_ms is not None:
+            self._last_flush_ms = now_ms
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> ReadResult:
+        """Whole batches from ``offset``: the batch holding it first, up to ``max_bytes``.
+
+        Args:
+            offset: the fetch offset; a batch holding it is returned whole.
+            max_bytes: the byte budget; only whole batches are returned.
+            max_offset: return only batches entirely below it (the high watermark for consumers).
+            min_one_batch: return the first batch even when it exceeds ``max_bytes`` (KIP-74).
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` is below the log start or above the log end.
+        """
+        self._check_open()
+        if offset < self._log_start_offset or offset > self._log_end_offset:
+            raise OffsetOutOfRangeError(offset, self._log_start_offset, self._log_end_offset)
+        limit = self._log_end_offset if max_offset is None else min(max_offset, self._log_end_offset)
+        if offset >= limit:
+            return self._read_result(b"", offset)
+        index = self._floor_segment(offset)
+        while index < len(self._segments):
+            segment = self._segments[index]
+            found = segment.translate_offset(offset)
+            if found is None:  # the offset is at or past this segment's end: try the next one
+                index += 1
+                continue
+            first = found.header
+            if first.last_offset >= limit:
+                break
+            budget = max(max_bytes, first.size) if min_one_batch else max_bytes
+            if first.size > budget:
+                break
+            data = segment.read(found.position, budget)
+            end, next_offset = 0, offset
+            for position, header in iter_batch_headers(data):
+                if header.last_offset >= limit:
+                    break
+                end, next_offset = position + header.size, header.next_offset
+            return self._read_result(data if end == len(data) else data[:end], next_offset)
+        return self._read_result(b"", offset)
+
+    def _read_result(self, records: bytes, next_offset: int) -> ReadResult:
+        return ReadResult(records, next_offset, self._high_watermark, self._log_start_offset, self._log_end_offset)
+
+    def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
+        """The first batch whose maxTimestamp is >= ``timestamp``: its base offset and maxTimestamp.
+
+        Batch granularity: the broker may look inside the batch for the exact record. The offset
+        is never below the log start offset. None when no batch is that recent. Special
+        ListOffsets timestamps (-1 latest, -2 earliest, -3 max) are the caller's to map.
+        """
+        self._check_open()
+        for segment in self._segments:
+            if segment.max_timestamp < timestamp:
+                continue
+            found = segment.find_batch_by_timestamp(timestamp, self._log_start_offset)
+            if found is not None:
+                offset = max(found.header.base_offset, self._log_start_offset)
+                return OffsetAndTimestamp(offset, found.header.max_timestamp)
+        return None
+
+    def max_timestamp_batch(self) -> OffsetAndTimestamp | None:
+        """The first batch holding the log's largest timestamp (ListOffsets MAX_TIMESTAMP, KIP-734).
+
+        Batch granularity, found through each segment's max timestamp rather than a full scan.
+        None for an empty log.
+        """
+        self._check_open()
+        best: LogSegment | None = None
+        for segment in self._segments:
+            if segment.size and (best is None or segment.max_timestamp > best.max_timestamp):
+                best = segment
+        if best is None:
+            return None
+        found = best.find_batch_by_timestamp(best.max_timestamp, self._log_start_offset)
+        if found is None:
+            return None
+        return OffsetAndTimestamp(max(found.header.base_offset, self._log_start_offset), found.header.max_timestamp)
+
+    def end_offset_for_epoch(self, epoch: int) -> EpochEndOffset:
+        """OffsetForLeaderEpoch: the end offset of ``epoch`` (LeaderEpochFileCache.endOffsetFor)."""
+        found_epoch, end_offset = self._epochs.end_offset_for(epoch, self._log_end_offset)
+        return EpochEndOffset(found_epoch, end_offset)
+
+    # --- deleting ----------------------------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to ``offset``; return the new log start offset.
+
+        ``-1`` means the high watermark. Whole segments below the new log start are deleted by the
+        next :meth:`maintain`.
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` is negative or above the high watermark.
+        """
+        self._check_open()
+        if offset == DELETE_TO_HIGH_WATERMARK:
+            offset = self._high_watermark
+        if offset < 0 or offset > self._high_watermark:
+            raise OffsetOutOfRangeError(offset, self._log_start_offset, self._high_watermark, "high watermark")
+        if offset > self._log_start_offset:
+            self._log_start_offset = offset
+            self._epochs.truncate_from_start(offset)
+        return self._log_start_offset
+
+    def maintain(self, now_ms: int) -> MaintenanceResult:
+        """Retention, time-based flush, producer expiration and delayed file deletion."""
+        self._check_open()
+        result = MaintenanceResult()
+        result.removed_files = self._remove_due_files(now_ms)
+
+        plan = plan_retention(
+            [SegmentStats(s.base_offset, s.size, s.largest_timestamp) for s in self._segments],
+            config=self._config,
+            log_start_offset=self._log_start_offset,
+            high_watermark=self._high_watermark,
+            log_end_offset=self._log_end_offset,
+            now_ms=now_ms,
+        )
+        if plan.deletions:
+            if plan.roll_first:
+                self.roll(now_ms)
+                result.rolled = True
+            self._delete_segments(plan.base_offsets, now_ms)
+            result.deleted_segments = list(plan.deletions)
+            result.removed_files += self._remove_due_files(now_ms)
+
+        if now_ms - self._last_flush_ms >= self._config.flush_ms:
+            if self._log_end_offset > self._recovery_point:
+                self.flush(now_ms)
+                result.flushed = True
+            self._last_flush_ms = now_ms
+
+        result.expired_producers = self._producers.remove_expired(now_ms)
+        result.log_start_offset = self._log_start_offset
+        return result
+
+    def _delete_segments(self, base_offsets: list[int], now_ms: int) -> None:
+        doomed = set(base_offsets)
+        keep = []
+        for segment in self._segments:
+            if segment.base_offset in doomed:
+                renamed = segment.mark_deleted()
+                self._pending_deletions.append((now_ms + self._config.file_delete_delay_ms, renamed))
+                logger.info("deleting segment %d of %s", segment.base_offset, self.directory)
+            else:
+                keep.append(segment)
+        self._segments = keep
+        self._bases = [s.base_offset for s in keep]
+        first = keep[0].base_offset
+        if first > self._log_start_offset:
+            self._log_start_offset = first
+            self._epochs.truncate_from_start(first)
+        self._producers.delete_snapshots_before(first)
+
+    def _remove_due_files(self, now_ms: int) -> list[Path]:
+        removed: list[Path] = []
+        pending = []
+        for deadline, paths in self._pending_deletions:
+            if deadline <= now_ms:
+                for path in paths:
+                    path.unlink(missing_ok=True)
+                removed.extend(paths)
+            else:
+                pending.append((deadline, paths))
+        self._pending_deletions = pending
+        return removed
+
+    def truncate_to(self, offset: int, now_ms: int) -> bool:
+        """Cut the log back to ``offset`` (a follower diverged from its leader); return whether it changed.
+
+        Raises:
+            ValueError: ``offset`` is below the log start offset.
+        """
+        self._check_open()
+        if offset < self._log_start_offset:
+            raise ValueError(f"cannot truncate to {offset}, below the log start offset {self._log_start_offset}")
+        if offset >= self._log_end_offset:
+            return False
+        keep = [s for s in self._segments if s.base_offset <= offset]
+        for segment in self._segments[len(keep) :]:
+            segment.delete()
+        self._segments = keep
+        self._bases = [s.base_offset for s in keep]
+        self.active_segment.truncate_to(offset)
+        self._log_end_offset = offset
+        self._recovery_point = min(self._recovery_point, offset)
+        self._high_watermark = min(self._high_watermark, offset)
+        self._epochs.truncate_from_end(offset)
+        self._producers.delete_snapshots_after(offset)
+        start = self._producers.truncate_and_reload(self._log_start_offset, offset, now_ms)
+        rebuild_producer_state(self._producers, self._segments, start, offset)
+        return True
+
+    # --- closing -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush, write a producer snapshot at the log end and release every file (clean shutdown)."""
+        if self._closed:
+            return
+        self.flush()
+        self._producers.update_map_end_offset(self._log_end_offset)
+        self._producers.take_snapshot()
+        for segment in self._segments:
+            segment.close()
+        self._remove_due_files(1 << 63)
+        self._closed = True
+
+    def delete(self) -> None:
+        """Close without flushing and remove the partition dir with everything in it.
+
+        As Kafka does, the dir is first renamed ``<name>.<uuid hex>-delete``: a crash midway
+        leaves a name that loading removes rather than a half-deleted partition.
+        """
+        for segment in self._segments:
+            segment.close()
+        self._closed = True
+        if not self.directory.exists():
+            return
+        doomed = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.replace(self.directory, doomed)
+        fsync_dir(doomed.parent)
+        shutil.rmtree(doomed, ignore_errors=True)
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def _floor_segment(self, offset: int) -> int:
+        return max(bisect_right(self._bases, offset) - 1, 0)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogError(f"log {self.directory} is closed")
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({str(self.directory)!r}, log_start_offset={self._log_start_offset}, "
+            f"log_end_offset={self._log_end_offset}, segments={len(self._segments)})"
+        )

@@ -1,0 +1,331 @@
+"""Every partition log of a broker across its log dirs (Kafka's LogManager).
+
+Rules this module keeps:
+
+- A log dir is used by one process at a time: ``<dir>/.lock`` is held with
+  ``flock(LOCK_EX | LOCK_NB)`` from construction to :meth:`LogManager.close`. flock belongs to
+  an open file description, so even a second manager in the same process is refused.
+- ``meta.properties`` pins a dir to one broker.id and cluster.id; a mismatch is refused, never
+  overwritten (Kafka's InconsistentBrokerIdException / InconsistentClusterIdException).
+- ``.kafka_cleanshutdown`` is removed at start and written by a clean :meth:`LogManager.close`.
+  Without it, partitions missing from the recovery-point checkpoint are recovered from offset 0.
+- Partition dirs are ``<topic>-<partition>``; deleted ones are renamed ``<name>.<uuid hex>-delete``
+  before removal, and leftovers of that are removed at load.
+- ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` per dir are written by
+  :meth:`LogManager.checkpoint`, every ``checkpoint_interval_ms`` from :meth:`LogManager.maintain`,
+  and at close.
+- No clock is read: callers pass ``now_ms``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile
+from .config import LogConfig
+from .errors import (
+    CorruptCheckpointError,
+    InconsistentBrokerIdError,
+    InconsistentClusterIdError,
+    InconsistentTopicIdError,
+    LogDirLockedError,
+    LogError,
+)
+from .files import (
+    DELETE_DIR_SUFFIX,
+    TopicPartition,
+    fsync_dir,
+    parse_partition_dir_name,
+    partition_dir_name,
+    validate_topic_name,
+    write_atomically,
+)
+from .log import MaintenanceResult, PartitionLog
+from .meta_properties import MetaProperties, read_meta_properties, write_meta_properties
+
+__all__ = ["CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "LogManager"]
+
+logger = logging.getLogger(__name__)
+
+LOCK_FILE = ".lock"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+#: Kafka's log.flush.offset.checkpoint.interval.ms default.
+DEFAULT_CHECKPOINT_INTERVAL_MS = 60_000
+
+
+class LogManager:
+    """Owns the log dirs of one broker and the partition logs in them."""
+
+    def __init__(
+        self,
+        log_dirs: Sequence[Path],
+        default_config: LogConfig,
+        broker_id: int,
+        cluster_id: str | None,
+        *,
+        checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS,
+    ) -> None:
+        """Create, lock and identify every log dir.
+
+        Raises:
+            LogDirLockedError: another process holds a dir's ``.lock``.
+            InconsistentBrokerIdError: a dir's ``meta.properties`` names another broker.id.
+            InconsistentClusterIdError: a dir names another cluster, or the dirs disagree.
+            ValueError: no log dirs, or the same dir twice.
+        """
+        if not log_dirs:
+            raise ValueError("at least one log dir is required")
+        self.log_dirs = [Path(d).absolute() for d in log_dirs]
+        if len(set(self.log_dirs)) != len(self.log_dirs):
+            raise ValueError(f"duplicate log dirs in {[str(d) for d in self.log_dirs]}")
+        self.default_config = default_config
+        self.broker_id = broker_id
+        self.checkpoint_interval_ms = checkpoint_interval_ms
+        self._locks: dict[Path, int] = {}
+        self._logs: dict[TopicPartition, tuple[Path, PartitionLog]] = {}
+        self._last_checkpoint_ms: int | None = None
+        self._closed = False
+        try:
+            for log_dir in self.log_dirs:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                self._lock(log_dir)
+            self.cluster_id = self._check_meta_properties(cluster_id)
+            self.clean_shutdown = {d: self._take_clean_shutdown_marker(d) for d in self.log_dirs}
+        except BaseException:
+            self._release_locks()
+            raise
+
+    # --- identity and locking ----------------------------------------------------------------
+
+    def _lock(self, log_dir: Path) -> None:
+        lock_file = log_dir / LOCK_FILE
+        fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise LogDirLockedError(log_dir, lock_file) from None
+        self._locks[log_dir] = fd
+
+    def _release_locks(self) -> None:
+        for fd in self._locks.values():
+            os.close(fd)  # closing the description releases the flock
+        self._locks.clear()
+
+    def _check_meta_properties(self, cluster_id: str | None) -> str | None:
+        found: dict[Path, MetaProperties | None] = {}
+        for log_dir in self.log_dirs:
+            try:
+                found[log_dir] = read_meta_properties(log_dir)
+            except CorruptCheckpointError as exc:
+                raise LogError(f"cannot use log dir {log_dir}: {exc}") from exc
+        stored_clusters = {m.cluster_id for m in found.values() if m is not None and m.cluster_id is not None}
+        for log_dir, meta in found.items():
+            if meta is not None and meta.broker_id != self.broker_id:
+                raise InconsistentBrokerIdError(
+                    f"configured broker.id {self.broker_id} doesn't match stored broker.id {meta.broker_id} "
+                    f"in {log_dir / 'meta.properties'}; if you moved your data, make sure the configured "
+                    "broker.id matches; to create a new broker, empty the log dirs"
+                )
+            if meta is not None and cluster_id is not None and meta.cluster_id not in (None, cluster_id):
+                raise InconsistentClusterIdError(
+                    f"the cluster id {cluster_id} doesn't match stored cluster.id {meta.cluster_id} in "
+                    f"{log_dir / 'meta.properties'}: the broker is trying to join the wrong cluster"
+                )
+        if cluster_id is None and len(stored_clusters) > 1:
+            raise InconsistentClusterIdError(f"log dirs belong to different clusters: {sorted(stored_clusters)}")
+        resolved = cluster_id if cluster_id is not None else next(iter(stored_clusters), None)
+        for log_dir, meta in found.items():
+            if meta is None or (meta.cluster_id is None and resolved is not None):
+                write_meta_properties(log_dir, MetaProperties(self.broker_id, resolved))
+        return resolved
+
+    def _take_clean_shutdown_marker(self, log_dir: Path) -> bool:
+        marker = log_dir / CLEAN_SHUTDOWN_FILE
+        if not marker.exists():
+            return False
+        # Removed before anything is loaded: a crash from here on must count as unclean.
+        marker.unlink()
+        fsync_dir(log_dir)
+        return True
+
+    # --- loading and creating ----------------------------------------------------------------
+
+    def load_all(self, now_ms: int, topic_configs: Mapping[str, LogConfig] | None = None) -> list[TopicPartition]:
+        """Open every partition dir in every log dir, honouring the checkpoints.
+
+        Args:
+            now_ms: the current time.
+            topic_configs: per-topic configs; topics not in it use ``default_config``.
+
+        Returns:
+            The partitions loaded, sorted.
+
+        Raises:
+            LogError: the same partition exists in two log dirs.
+        """
+        self._check_open()
+        configs = topic_configs or {}
+        loaded: list[TopicPartition] = []
+        for log_dir in self.log_dirs:
+            clean = self.clean_shutdown[log_dir]
+            recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+            start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+            warned = clean
+            for child in sorted(log_dir.iterdir()):
+                if not child.is_dir():
+                    continue
+                if child.name.endswith(DELETE_DIR_SUFFIX):
+                    logger.info("removing partition dir %s left over from a deletion", child)
+                    shutil.rmtree(child, ignore_errors=True)
+                    continue
+                tp = parse_partition_dir_name(child.name)
+                if tp is None:
+                    logger.warning("ignoring %s: not a partition dir", child)
+                    continue
+                if tp in self._logs:
+                    raise LogError(f"duplicate log directories for {tp}: {self._logs[tp][1].directory} and {child}")
+                if not warned:
+                    logger.warning("no clean shutdown marker in %s: recovering its logs", log_dir)
+                    warned = True
+                recovery_point = recovery_points.get(tp)
+                if recovery_point is None and not clean:
+                    recovery_point = 0
+                log = PartitionLog.open(
+                    child,
+                    configs.get(tp.topic, self.default_config),
+                    now_ms,
+                    recovery_point=recovery_point,
+                    log_start_offset=start_offsets.get(tp),
+                )
+                self._logs[tp] = (log_dir, log)
+                loaded.append(tp)
+        self._last_checkpoint_ms = now_ms
+        return sorted(loaded)
+
+    @staticmethod
+    def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+        try:
+            return OffsetCheckpointFile(path).read()
+        except CorruptCheckpointError as exc:
+            logger.warning("ignoring %s: %s", path, exc)
+            return {}
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        """The open log of a partition, or None."""
+        entry = self._logs.get(TopicPartition(topic, partition))
+        return entry[1] if entry is not None else None
+
+    def partitions(self) -> list[TopicPartition]:
+        """Every partition with an open log, sorted."""
+        return sorted(self._logs)
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        """The log dir holding a partition, or None."""
+        entry = self._logs.get(TopicPartition(topic, partition))
+        return entry[0] if entry is not None else None
+
+    def create(
+        self, topic: str, partition: int, topic_id: uuid.UUID | None, config: LogConfig, now_ms: int
+    ) -> PartitionLog:
+        """Create a partition's log on the log dir with the fewest partitions (or return the existing one).
+
+        Raises:
+            ValueError: an illegal topic name or a negative partition.
+            InconsistentTopicIdError: the partition exists with another topic id.
+        """
+        self._check_open()
+        validate_topic_name(topic)
+        if partition < 0:
+            raise ValueError(f"partition {partition} of {topic} is negative")
+        tp = TopicPartition(topic, partition)
+        existing = self._logs.get(tp)
+        if existing is not None:
+            log = existing[1]
+            if topic_id is not None and log.topic_id is not None and log.topic_id != topic_id:
+                raise InconsistentTopicIdError(f"{tp} exists with topic id {log.topic_id}, not {topic_id}")
+            return log
+        counts = {d: 0 for d in self.log_dirs}
+        for log_dir, _ in self._logs.values():
+            counts[log_dir] += 1
+        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        log = PartitionLog.open(log_dir / partition_dir_name(topic, partition), config, now_ms, topic_id=topic_id)
+        fsync_dir(log_dir)
+        self._logs[tp] = (log_dir, log)
+        return log
+
+    def delete_topic_partition(self, topic: str, partition: int) -> bool:
+        """Delete a partition's log and directory; return whether it existed."""
+        self._check_open()
+        entry = self._logs.pop(TopicPartition(topic, partition), None)
+        if entry is None:
+            return False
+        entry[1].delete()
+        return True
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        """Apply a topic config change to every partition of ``topic``."""
+        for tp, (_, log) in self._logs.items():
+            if tp.topic == topic:
+                log.update_config(config)
+
+    # --- periodic work -----------------------------------------------------------------------
+
+    def maintain(self, now_ms: int) -> dict[TopicPartition, MaintenanceResult]:
+        """Run every log's maintenance, and the checkpoints when they are due; return what changed."""
+        self._check_open()
+        results: dict[TopicPartition, MaintenanceResult] = {}
+        for tp, (_, log) in sorted(self._logs.items()):
+            result = log.maintain(now_ms)
+            if result.changed:
+                results[tp] = result
+        if self._last_checkpoint_ms is None:
+            self._last_checkpoint_ms = now_ms
+        elif now_ms - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
+            self.checkpoint()
+            self._last_checkpoint_ms = now_ms
+        return results
+
+    def checkpoint(self) -> None:
+        """Write every log dir's recovery-point and log-start-offset checkpoints."""
+        for log_dir in self.log_dirs:
+            logs = {tp: log for tp, (d, log) in self._logs.items() if d == log_dir}
+            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
+                {tp: log.recovery_point for tp, log in logs.items()}
+            )
+            OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
+                {tp: log.log_start_offset for tp, log in logs.items()}
+            )
+
+    def close(self) -> None:
+        """Clean shutdown: close every log, checkpoint, mark each dir clean, release the locks.
+
+        A dir gets its clean-shutdown marker only when every log in it closed without error.
+        """
+        if self._closed:
+            return
+        failed: set[Path] = set()
+        try:
+            for tp, (log_dir, log) in sorted(self._logs.items()):
+                try:
+                    log.close()
+                except Exception:
+                    logger.exception("closing the log of %s failed", tp)
+                    failed.add(log_dir)
+            self.checkpoint()
+            for log_dir in self.log_dirs:
+                if log_dir not in failed:
+                    write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b'{"version":0,"brokerEpoch":-1}')
+        finally:
+            self._release_locks()
+            self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogError("the log manager is closed")

@@ -1,0 +1,86 @@
+"""``meta.properties``: which broker and cluster a log dir belongs to (Kafka's MetaProperties).
+
+Rules this module keeps:
+
+- The format is Java properties as Kafka writes them in ZooKeeper mode: ``version=0``,
+  ``broker.id=N``, ``cluster.id=...``. Reading also understands KRaft's ``version=1`` with
+  ``node.id``, so a dir formatted by ``kafka-storage.sh`` is recognised rather than clobbered.
+- The file is written atomically; a dir whose file names another broker or cluster is refused
+  by the caller, never rewritten.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import CorruptCheckpointError
+from .files import write_atomically
+
+__all__ = [
+    "META_PROPERTIES",
+    "MetaProperties",
+    "read_broker_id",
+    "read_meta_properties",
+    "write_meta_properties",
+]
+
+META_PROPERTIES = "meta.properties"
+
+
+@dataclass(frozen=True, slots=True)
+class MetaProperties:
+    """The identity a log dir was formatted with."""
+
+    broker_id: int
+    cluster_id: str | None = None
+    version: int = 0
+
+
+def read_meta_properties(log_dir: Path) -> MetaProperties | None:
+    """The dir's identity, or None when it has no ``meta.properties`` yet.
+
+    Raises:
+        CorruptCheckpointError: the file has no usable version or broker/node id.
+    """
+    path = log_dir / META_PROPERTIES
+    try:
+        text = path.read_text("utf-8")
+    except FileNotFoundError:
+        return None
+    props: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            key, sep, value = line.partition(":")
+        props[key.strip()] = value.strip()
+    try:
+        version = int(props["version"])
+        broker_id = int(props["broker.id"] if version == 0 else props["node.id"])
+    except (KeyError, ValueError) as exc:
+        raise CorruptCheckpointError(f"{path} has no usable version and broker.id/node.id: {exc}") from exc
+    return MetaProperties(broker_id, props.get("cluster.id") or None, version)
+
+
+def write_meta_properties(log_dir: Path, meta: MetaProperties) -> None:
+    """Write ``meta.properties`` (version 0, ZooKeeper-mode layout)."""
+    lines = ["#", "#Written by barnabas", "version=0", f"broker.id={meta.broker_id}"]
+    if meta.cluster_id is not None:
+        lines.append(f"cluster.id={meta.cluster_id}")
+    write_atomically(log_dir / META_PROPERTIES, ("\n".join(lines) + "\n").encode("utf-8"))
+
+
+def read_broker_id(log_dir: Path) -> int | None:
+    """The broker id stored in ``log_dir``, or None when there is none or it is unreadable.
+
+    Lenient on purpose: it serves broker id discovery before the log dirs are locked; the
+    :class:`~barnabas.log.LogManager` checks the file strictly afterwards.
+    """
+    try:
+        meta = read_meta_properties(log_dir)
+    except (CorruptCheckpointError, OSError, UnicodeDecodeError):
+        return None
+    return meta.broker_id if meta is not None else None

@@ -1,0 +1,538 @@
+"""One segment of a partition's log: ``<base>.log`` plus its offset and time indexes (LogSegment).
+
+Rules this module keeps:
+
+- Batches are opaque bytes. Only 61-byte v2 headers are parsed (``barnabas.protocol``); nothing
+  is decompressed. Recovery checks each batch's CRC-32C with ``validate_batch``.
+- The ``.log`` file is an unbuffered descriptor opened with O_APPEND. A batch is appended with
+  ``os.write`` (one call unless the kernel writes short) and the segment's readable size moves only
+  once every byte is written; a failed write is cut back off the file. Reads use ``os.pread`` and
+  never look past the readable size, so a reader never sees half a batch.
+- The indexes follow Kafka's LogSegment.append: once more than ``index.interval.bytes`` were
+  written since the last entry, the next batch gets an offset index entry (its last offset and its
+  position) and the time index gets the largest timestamp seen so far if it grew.
+- Time-based rolling follows LogSegment.shouldRoll: the clock starts at the first batch's
+  maxTimestamp when there is one, else at the segment's creation time (``now_ms`` passed in).
+- The segment knows nothing of producers or epochs; recovery reports each valid header to a
+  callback instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+from barnabas.protocol import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    CorruptRecordError,
+    InvalidRecordError,
+    RecordBatchHeader,
+    parse_batch_header,
+    validate_batch,
+)
+
+from .files import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, offset_path
+from .offset_index import OffsetIndex
+from .time_index import NO_TIMESTAMP, TimeIndex
+
+__all__ = ["BatchPosition", "LogSegment"]
+
+logger = logging.getLogger(__name__)
+
+_INT32_MAX = (1 << 31) - 1
+_MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
+#: Bytes read at once when walking headers: a few index intervals, so one pread usually suffices.
+_SCAN_CHUNK = 16 * 1024
+#: Bytes read at once when recovery checks CRCs.
+_RECOVERY_CHUNK = 4 * 1024 * 1024
+
+OnBatch = Callable[[RecordBatchHeader], None]
+
+
+class BatchPosition(NamedTuple):
+    """A batch's header and the byte position where it starts in its segment."""
+
+    position: int
+    header: RecordBatchHeader
+
+
+class LogSegment:
+    """A ``.log`` file of whole batches with a base offset, and the indexes over it."""
+
+    def __init__(
+        self,
+        *,
+        directory: Path,
+        base_offset: int,
+        fd: int,
+        size: int,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        index_interval_bytes: int,
+        created_ms: int,
+    ) -> None:
+        self.base_offset = base_offset
+        self.directory = directory
+        self.offset_index = offset_index
+        self.time_index = time_index
+        self.index_interval_bytes = index_interval_bytes
+        self.created_ms = created_ms
+        self._path = offset_path(directory, base_offset, LOG_SUFFIX)
+        self._fd: int | None = fd
+        self._size = size
+        self._bytes_since_last_index_entry = 0
+        self._rolling_based_timestamp: int | None = None
+        last = time_index.last_entry
+        self._max_timestamp = last.timestamp
+        self._offset_of_max_timestamp = last.offset
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        now_ms: int,
+    ) -> LogSegment:
+        """A new empty segment; fails if a ``.log`` for this base offset already exists."""
+        path = offset_path(directory, base_offset, LOG_SUFFIX)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        try:
+            offset_index = OffsetIndex.create(
+                offset_path(directory, base_offset, INDEX_SUFFIX), base_offset, max_index_bytes
+            )
+            time_index = TimeIndex.create(
+                offset_path(directory, base_offset, TIME_INDEX_SUFFIX), base_offset, max_index_bytes
+            )
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(
+            directory=directory,
+            base_offset=base_offset,
+            fd=fd,
+            size=0,
+            offset_index=offset_index,
+            time_index=time_index,
+            index_interval_bytes=index_interval_bytes,
+            created_ms=now_ms,
+        )
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        now_ms: int,
+    ) -> LogSegment:
+        """Open an existing segment and load its indexes.
+
+        Raises:
+            FileNotFoundError: an index file is missing (the caller rebuilds via :meth:`recover`).
+            CorruptIndexError: an index fails its sanity check (likewise).
+        """
+        path = offset_path(directory, base_offset, LOG_SUFFIX)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        try:
+            size = os.fstat(fd).st_size
+            offset_index = OffsetIndex.load(
+                offset_path(directory, base_offset, INDEX_SUFFIX), base_offset, max_index_bytes, size
+            )
+            time_index = TimeIndex.load(
+                offset_path(directory, base_offset, TIME_INDEX_SUFFIX), base_offset, max_index_bytes
+            )
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(
+            directory=directory,
+            base_offset=base_offset,
+            fd=fd,
+            size=size,
+            offset_index=offset_index,
+            time_index=time_index,
+            index_interval_bytes=index_interval_bytes,
+            created_ms=now_ms,
+        )
+
+    @classmethod
+    def open_for_recovery(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        now_ms: int,
+    ) -> LogSegment:
+        """Open an existing segment without reading its indexes; call :meth:`recover` next."""
+        path = offset_path(directory, base_offset, LOG_SUFFIX)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        size = os.fstat(fd).st_size
+        offset_index = OffsetIndex(offset_path(directory, base_offset, INDEX_SUFFIX), base_offset, max_index_bytes)
+        time_index = TimeIndex(offset_path(directory, base_offset, TIME_INDEX_SUFFIX), base_offset, max_index_bytes)
+        return cls(
+            directory=directory,
+            base_offset=base_offset,
+            fd=fd,
+            size=size,
+            offset_index=offset_index,
+            time_index=time_index,
+            index_interval_bytes=index_interval_bytes,
+            created_ms=now_ms,
+        )
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def size(self) -> int:
+        """Readable bytes: whole batches only."""
+        return self._size
+
+    @property
+    def max_timestamp(self) -> int:
+        """The largest batch maxTimestamp in the segment, or NO_TIMESTAMP (-1)."""
+        return self._max_timestamp
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        """The last offset of the batch that first reached :attr:`max_timestamp`."""
+        return self._offset_of_max_timestamp
+
+    @property
+    def last_modified_ms(self) -> int:
+        return os.stat(self._path).st_mtime_ns // 1_000_000
+
+    @property
+    def largest_timestamp(self) -> int:
+        """What time retention compares: the max timestamp, else the file's mtime (Kafka's rule)."""
+        if self._max_timestamp >= 0:
+            return self._max_timestamp
+        return self.last_modified_ms
+
+    def flush(self) -> None:
+        """fsync the log and both indexes."""
+        os.fsync(self._require_fd())
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        """Release the descriptors; further reads or appends are errors."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.offset_index.close()
+        self.time_index.close()
+
+    def delete(self) -> None:
+        """Close and remove the segment's files."""
+        self.close()
+        self._path.unlink(missing_ok=True)
+        self.offset_index.delete()
+        self.time_index.delete()
+
+    def mark_deleted(self) -> list[Path]:
+        """Close and rename every file to ``*.deleted`` (Kafka's delayed delete); return the new paths."""
+        self.close()
+        renamed: list[Path] = []
+        new_log = self._path.with_name(self._path.name + DELETED_SUFFIX)
+        if self._path.exists():
+            os.replace(self._path, new_log)
+            renamed.append(new_log)
+        self._path = new_log
+        for index in (self.offset_index, self.time_index):
+            target = index.path.with_name(index.path.name + DELETED_SUFFIX)
+            existed = index.path.exists()
+            index.rename(target)
+            if existed:
+                renamed.append(target)
+        return renamed
+
+    # --- appending ---------------------------------------------------------------------------
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        """Whether ``offset`` fits the indexes' int32 relative offsets."""
+        return 0 <= offset - self.base_offset <= _INT32_MAX
+
+    def rolling_based_timestamp(self) -> int | None:
+        """The first batch's maxTimestamp, which starts the segment.ms clock (loaded lazily)."""
+        if self._rolling_based_timestamp is None and self._size >= BATCH_HEADER_SIZE:
+            self._rolling_based_timestamp = self.read_header(0).max_timestamp
+        return self._rolling_based_timestamp
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """How long this segment has been open for segment.ms purposes (LogSegment.timeWaitedForRoll)."""
+        first = self.rolling_based_timestamp()
+        if first is not None and first >= 0:
+            return message_timestamp - first
+        return now_ms - self.created_ms
+
+    def should_roll(
+        self,
+        *,
+        batch_size: int,
+        max_timestamp: int,
+        last_offset: int,
+        now_ms: int,
+        segment_bytes: int,
+        segment_ms: int,
+    ) -> bool:
+        """Whether the next batch must go to a new segment (LogSegment.shouldRoll, no jitter)."""
+        reached_roll_ms = self.time_waited_for_roll(now_ms, max_timestamp) > segment_ms
+        return (
+            self._size > segment_bytes - batch_size
+            or (self._size > 0 and reached_roll_ms)
+            or self.offset_index.is_full
+            or self.time_index.is_full
+            or not self.can_convert_to_relative_offset(last_offset)
+        )
+
+    def append(self, batch: bytes | bytearray | memoryview, header: RecordBatchHeader) -> int:
+        """Append one whole batch whose (already patched) header is ``header``; return its position.
+
+        Raises:
+            ValueError: the batch's offsets do not fit this segment's relative offsets.
+            OSError: the write failed; the file and indexes are cut back to where they were.
+        """
+        if not self.can_convert_to_relative_offset(header.last_offset):
+            raise ValueError(f"offset {header.last_offset} overflows segment {self._path}")
+        position = self._size
+        fd = self._require_fd()
+        view = memoryview(batch)[: header.size]
+        written = 0
+        try:
+            while written < len(view):
+                written += os.write(fd, view[written:])
+        except BaseException:
+            os.ftruncate(fd, position)
+            raise
+        saved = (
+            self._max_timestamp,
+            self._offset_of_max_timestamp,
+            self._bytes_since_last_index_entry,
+            self._rolling_based_timestamp,
+        )
+        self._size = position + len(view)
+        if position == 0:
+            self._rolling_based_timestamp = header.max_timestamp
+        try:
+            self._after_batch(position, header, len(view))
+        except BaseException:
+            # An index write failed: take the batch back out so the log never holds data
+            # beyond the offsets its owner handed out.
+            os.ftruncate(fd, position)
+            self._size = position
+            self.offset_index.truncate_to(header.base_offset)
+            self.time_index.truncate_to(header.base_offset)
+            (
+                self._max_timestamp,
+                self._offset_of_max_timestamp,
+                self._bytes_since_last_index_entry,
+                self._rolling_based_timestamp,
+            ) = saved
+            raise
+        return position
+
+    def on_become_inactive(self) -> None:
+        """Record the final max timestamp in the time index, as Kafka does before a roll."""
+        self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
+
+    def _after_batch(self, position: int, header: RecordBatchHeader, size: int) -> None:
+        if header.max_timestamp > self._max_timestamp:
+            self._max_timestamp = header.max_timestamp
+            self._offset_of_max_timestamp = header.last_offset
+        if self._bytes_since_last_index_entry > self.index_interval_bytes and not self.offset_index.is_full:
+            self.offset_index.append(header.last_offset, position)
+            if not self.time_index.is_full:
+                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += size
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def read(self, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes from ``position``, never past the readable end."""
+        fd = self._require_fd()
+        end = min(self._size, position + size)
+        if end <= position:
+            return b""
+        data = os.pread(fd, end - position, position)
+        while len(data) < end - position:  # pread is only short at EOF; be safe anyway
+            more = os.pread(fd, end - position - len(data), position + len(data))
+            if not more:
+                break
+            data += more
+        return data
+
+    def read_header(self, position: int) -> RecordBatchHeader:
+        """The header of the batch at ``position``."""
+        return parse_batch_header(self.read(position, BATCH_HEADER_SIZE))
+
+    def batches(self, start_position: int = 0, chunk: int = _SCAN_CHUNK) -> Iterator[BatchPosition]:
+        """Walk batch headers from ``start_position`` to the readable end, reading ``chunk`` bytes at a time.
+
+        Stops at the first header that does not describe a whole batch inside the segment; no CRCs
+        are checked (recovery does that).
+        """
+        end = self._size
+        position = start_position
+        buffer = b""
+        buffer_start = position
+        while end - position >= BATCH_HEADER_SIZE:
+            offset = position - buffer_start
+            if len(buffer) - offset < BATCH_HEADER_SIZE:
+                buffer = self.read(position, max(chunk, BATCH_HEADER_SIZE))
+                buffer_start, offset = position, 0
+            header = parse_batch_header(buffer, offset)
+            if header.batch_length < _MIN_BATCH_LENGTH or position + header.size > end:
+                return
+            yield BatchPosition(position, header)
+            position += header.size
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> BatchPosition | None:
+        """The first batch whose last offset is >= ``offset``: the one holding it, or the next one.
+
+        None when ``offset`` is past the segment's last batch.
+        """
+        start = max(self.offset_index.lookup(offset).position, start_position)
+        for found in self.batches(start):
+            if found.header.last_offset >= offset:
+                return found
+        return None
+
+    def find_batch_by_timestamp(self, timestamp: int, starting_offset: int) -> BatchPosition | None:
+        """The first batch at or after ``starting_offset`` with maxTimestamp >= ``timestamp``.
+
+        Kafka's LogSegment.findOffsetByTimestamp at batch granularity: the time index narrows the
+        scan, the batch headers decide.
+        """
+        indexed = self.time_index.lookup(timestamp)
+        start = self.offset_index.lookup(max(indexed.offset, starting_offset)).position
+        for found in self.batches(start):
+            if found.header.max_timestamp >= timestamp and found.header.last_offset >= starting_offset:
+                return found
+        return None
+
+    def read_next_offset(self) -> int:
+        """The offset after the segment's last batch (Kafka's readNextOffset)."""
+        next_offset = self.base_offset
+        for found in self.batches(self.offset_index.lookup(1 << 62).position):
+            next_offset = found.header.next_offset
+        return next_offset
+
+    # --- repair ------------------------------------------------------------------------------
+
+    def recover(self, on_batch: OnBatch | None = None) -> int:
+        """Validate every batch, cut the file after the last valid one and rebuild both indexes.
+
+        Kafka's LogSegment.recover: a batch is valid when its header is whole, its CRC-32C and
+        record count check out and its offsets follow the previous batch's and fit this segment.
+        ``on_batch`` sees each valid header in order (for the leader epoch cache).
+
+        Returns:
+            The number of bytes truncated.
+        """
+        fd = self._require_fd()
+        file_size = os.fstat(fd).st_size
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._max_timestamp = NO_TIMESTAMP
+        self._offset_of_max_timestamp = self.base_offset
+        self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        self._size = 0
+        valid = 0
+        next_expected = self.base_offset
+        buffer = b""
+        buffer_start = 0
+        while file_size - valid >= BATCH_HEADER_SIZE:
+            offset = valid - buffer_start
+            if len(buffer) - offset < BATCH_HEADER_SIZE:
+                buffer = os.pread(fd, min(_RECOVERY_CHUNK, file_size - valid), valid)
+                buffer_start, offset = valid, 0
+            header = parse_batch_header(buffer, offset)
+            if header.batch_length < _MIN_BATCH_LENGTH or valid + header.size > file_size:
+                logger.warning("segment %s: incomplete batch at byte %d", self._path, valid)
+                break
+            if offset + header.size > len(buffer):
+                buffer = os.pread(fd, max(header.size, min(_RECOVERY_CHUNK, file_size - valid)), valid)
+                buffer_start, offset = valid, 0
+            try:
+                validate_batch(buffer, offset)
+            except (CorruptRecordError, InvalidRecordError) as exc:
+                logger.warning("segment %s: invalid batch at byte %d: %s", self._path, valid, exc)
+                break
+            if header.base_offset < next_expected or not self.can_convert_to_relative_offset(header.last_offset):
+                logger.warning(
+                    "segment %s: batch at byte %d has offset %d, expected at least %d",
+                    self._path,
+                    valid,
+                    header.base_offset,
+                    next_expected,
+                )
+                break
+            self._size = valid + header.size
+            if valid == 0:
+                self._rolling_based_timestamp = header.max_timestamp
+            self._after_batch(valid, header, header.size)
+            if on_batch is not None:
+                on_batch(header)
+            valid += header.size
+            next_expected = header.next_offset
+        truncated = file_size - valid
+        if truncated:
+            os.ftruncate(fd, valid)
+            logger.warning("segment %s: truncated %d invalid bytes during recovery", self._path, truncated)
+        self._size = valid
+        self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove the batch holding ``offset`` and everything after it; return the bytes removed.
+
+        Kafka's LogSegment.truncateTo: ``offset`` is expected at a batch boundary.
+        """
+        found = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        if found is None:
+            return 0
+        removed = self._size - found.position
+        os.ftruncate(self._require_fd(), found.position)
+        self._size = found.position
+        self._bytes_since_last_index_entry = 0
+        if self._size == 0:
+            self._rolling_based_timestamp = None
+        self._reload_max_timestamp()
+        return removed
+
+    def _reload_max_timestamp(self) -> None:
+        # Kafka's loadLargestTimestamp: the last time index entry covers everything before its
+        # batch; scan the batches after it for anything larger.
+        last = self.time_index.last_entry
+        self._max_timestamp, self._offset_of_max_timestamp = last.timestamp, last.offset
+        for found in self.batches(self.offset_index.lookup(last.offset).position):
+            if found.header.max_timestamp > self._max_timestamp:
+                self._max_timestamp = found.header.max_timestamp
+                self._offset_of_max_timestamp = found.header.last_offset
+
+    def _require_fd(self) -> int:
+        if self._fd is None:
+            raise ValueError(f"segment {self._path} is closed")
+        return self._fd
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self._size}, path={str(self._path)!r})"

@@ -1,0 +1,362 @@
+"""RecordBatch v2 records: decode a whole batch into records, and build batches.
+
+The hot path keeps batches opaque (_record_batch.py). This module is for the few places that
+must look inside one (ListOffsets by timestamp within a batch, later compaction) and for tests
+and benchmarks that need real batches. Kafka's DefaultRecordBatch.java and DefaultRecord.java
+are the reference.
+
+Rules this module keeps:
+
+- Only magic 2. A batch is decoded whole; a failure anywhere (bad CRC, codec error, a field
+  running past its bounds, a record count that does not match) raises CorruptRecordError, never
+  a partial list.
+- Record fields are zigzag varints; a length of -1 is null (keys, values, header values);
+  header keys are UTF-8 and never null.
+- A record's offset is baseOffset + offsetDelta. Its timestamp is baseTimestamp +
+  timestampDelta, except that with the LogAppendTime bit every record takes maxTimestamp
+  (the broker stamps only maxTimestamp, see _record_batch.set_log_append_time).
+- Codecs come from cramjam. Snappy is read both raw (librdkafka) and in xerial blocks (the Java
+  client's ``\\x82SNAPPY\\x00`` framing) and written raw, which every client reads. LZ4 is the
+  frame format with independent blocks, because Kafka's Lz4BlockInputStream decompresses each
+  block on its own. The pre-0.10 broken-checksum LZ4 framing (KAFKA-3160) only ever applied to
+  magic 0/1 message sets, so it does not arise here.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from enum import IntEnum
+from typing import Final, NamedTuple, TypeAlias
+
+import cramjam
+import crc32c
+
+from ._errors import CorruptRecordError, LocalProtocolError
+from ._record_batch import (
+    BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG,
+    batch_crc,
+    parse_batch_header,
+)
+from ._wire import varint, varlong
+
+__all__ = [
+    "Compression",
+    "NewRecord",
+    "Record",
+    "RecordHeader",
+    "RecordInput",
+    "build_record_batch",
+    "decode_batch_records",
+]
+
+#: A record header: UTF-8 key, nullable value.
+RecordHeader: TypeAlias = tuple[str, bytes | None]
+
+
+class Compression(IntEnum):
+    """The codec in bits 0-2 of a batch's attributes."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
+class Record(NamedTuple):
+    """One decoded record, with its absolute offset and timestamp."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[RecordHeader, ...]
+
+
+class NewRecord(NamedTuple):
+    """A record to put in a batch; ``timestamp_ms`` None means the batch's base timestamp."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[RecordHeader] = ()
+    timestamp_ms: int | None = None
+
+
+#: What build_record_batch accepts per record: (key, value), (key, value, headers) or NewRecord.
+RecordInput: TypeAlias = (
+    tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Sequence[RecordHeader]] | NewRecord
+)
+
+_XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
+_XERIAL_HEADER_SIZE = 16  # magic (8) + version int32 + compatible-version int32
+_BLOCK_SIZE = struct.Struct(">i")
+_HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte batch header, as in _record_batch
+_MAX_VARINT_SHIFT = 63
+
+
+# --- decoding -------------------------------------------------------------------------------
+
+
+def _xerial_snappy_decompress(data: memoryview) -> bytes:
+    """Undo the Java client's xerial block framing: a 16-byte header, then int32-sized blocks."""
+    out = bytearray()
+    pos = _XERIAL_HEADER_SIZE
+    end = len(data)
+    while pos < end:
+        if end - pos < 4:
+            raise CorruptRecordError("truncated xerial snappy block length")
+        (size,) = _BLOCK_SIZE.unpack_from(data, pos)
+        pos += 4
+        if size < 0 or pos + size > end:
+            raise CorruptRecordError("xerial snappy block runs past the batch")
+        out += cramjam.snappy.decompress_raw(data[pos : pos + size])
+        pos += size
+    return bytes(out)
+
+
+def _decompress(codec: int, data: memoryview) -> bytes | memoryview:
+    """Return the uncompressed records section of a batch."""
+    try:
+        if codec == Compression.NONE:
+            return data
+        if codec == Compression.GZIP:
+            return memoryview(cramjam.gzip.decompress(data))
+        if codec == Compression.SNAPPY:
+            if data[: len(_XERIAL_MAGIC)].tobytes() == _XERIAL_MAGIC:
+                return _xerial_snappy_decompress(data)
+            return memoryview(cramjam.snappy.decompress_raw(data))
+        if codec == Compression.LZ4:
+            return memoryview(cramjam.lz4.decompress(data))
+        if codec == Compression.ZSTD:
+            return memoryview(cramjam.zstd.decompress(data))
+    except CorruptRecordError:
+        raise
+    except Exception as exc:  # cramjam.DecompressionError, or a codec's own complaint
+        raise CorruptRecordError(f"cannot decompress {Compression(codec).name} records: {exc}") from exc
+    raise CorruptRecordError(f"unknown compression codec {codec}")
+
+
+def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """Read one zigzag varint/varlong at ``pos``; return (value, next position).
+
+    Raises IndexError when the buffer ends inside the varint (the caller maps it).
+    """
+    byte = buf[pos]
+    pos += 1
+    if byte < 0x80:
+        return (byte >> 1) ^ -(byte & 1), pos
+    raw = byte & 0x7F
+    shift = 7
+    while True:
+        byte = buf[pos]
+        pos += 1
+        raw |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+        if shift > _MAX_VARINT_SHIFT:
+            raise CorruptRecordError("varint is longer than 10 bytes")
+
+
+def _read_nullable(buf: bytes | memoryview, pos: int, end: int) -> tuple[bytes | None, int]:
+    """Read a varint-length nullable byte string (-1 = null)."""
+    size, pos = _read_varint(buf, pos)
+    if size < 0:
+        if size != -1:
+            raise CorruptRecordError(f"invalid negative length {size}")
+        return None, pos
+    if pos + size > end:
+        raise CorruptRecordError("record field runs past the end of the batch")
+    return bytes(buf[pos : pos + size]), pos + size
+
+
+def decode_batch_records(batch: bytes | memoryview, *, verify_crc: bool = True) -> list[Record]:
+    """Decode every record of the v2 batch at the start of ``batch``.
+
+    Args:
+        batch: one batch (trailing bytes after it are ignored).
+        verify_crc: check CRC-32C first; turn off only for batches already validated.
+
+    Returns:
+        The records in batch order, offsets and timestamps made absolute.
+
+    Raises:
+        CorruptRecordError: the batch is truncated, has a bad magic or CRC, cannot be
+            decompressed, or its records do not parse to exactly recordsCount records.
+    """
+    header = parse_batch_header(batch)
+    if header.magic != 2:
+        raise CorruptRecordError(f"unsupported record batch magic {header.magic}")
+    if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or header.size > len(batch):
+        raise CorruptRecordError("record batch length does not fit the buffer")
+    if verify_crc and batch_crc(batch, 0, header.size) != header.crc:
+        raise CorruptRecordError("record batch CRC-32C mismatch")
+    if header.records_count < 0:
+        raise CorruptRecordError(f"negative record count {header.records_count}")
+
+    data = _decompress(header.attributes & COMPRESSION_MASK, memoryview(batch)[BATCH_HEADER_SIZE : header.size])
+    base_offset = header.base_offset
+    base_timestamp = header.base_timestamp
+    append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
+    end = len(data)
+    pos = 0
+    records: list[Record] = []
+    try:
+        for _ in range(header.records_count):
+            length, pos = _read_varint(data, pos)
+            start = pos
+            if length < 0 or start + length > end:
+                raise CorruptRecordError("record length runs past the end of the batch")
+            pos += 1  # attributes: unused in v2
+            timestamp_delta, pos = _read_varint(data, pos)
+            offset_delta, pos = _read_varint(data, pos)
+            key, pos = _read_nullable(data, pos, end)
+            value, pos = _read_nullable(data, pos, end)
+            header_count, pos = _read_varint(data, pos)
+            if header_count < 0:
+                raise CorruptRecordError(f"invalid record header count {header_count}")
+            headers: list[RecordHeader] = []
+            for _ in range(header_count):
+                key_size, pos = _read_varint(data, pos)
+                if key_size < 0 or pos + key_size > end:
+                    raise CorruptRecordError(f"invalid record header key length {key_size}")
+                header_key = bytes(data[pos : pos + key_size]).decode()
+                pos += key_size
+                header_value, pos = _read_nullable(data, pos, end)
+                headers.append((header_key, header_value))
+            if pos - start != length:
+                raise CorruptRecordError(f"record length {length} does not match its {pos - start} bytes")
+            records.append(
+                Record(
+                    base_offset + offset_delta,
+                    base_timestamp + timestamp_delta if append_time is None else append_time,
+                    key,
+                    value,
+                    tuple(headers),
+                )
+            )
+    except (IndexError, UnicodeDecodeError) as exc:
+        raise CorruptRecordError(f"malformed record: {exc}") from exc
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} bytes left after {header.records_count} records")
+    return records
+
+
+# --- building -------------------------------------------------------------------------------
+
+
+def _nullable(value: bytes | None) -> bytes:
+    if value is None:
+        return b"\x01"  # zigzag(-1)
+    return varint(len(value)) + value
+
+
+def _compress(codec: int, data: bytes) -> bytes:
+    if codec == Compression.GZIP:
+        return bytes(cramjam.gzip.compress(data))
+    if codec == Compression.SNAPPY:
+        return bytes(cramjam.snappy.compress_raw(data))
+    if codec == Compression.LZ4:
+        # Independent blocks and no content checksum: what Kafka's Lz4BlockOutputStream writes.
+        compressor = cramjam.lz4.Compressor(block_linked=False, content_checksum=False)
+        compressor.compress(data)
+        return bytes(compressor.finish())
+    if codec == Compression.ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    return data
+
+
+def build_record_batch(
+    records: Sequence[RecordInput],
+    *,
+    base_timestamp_ms: int,
+    base_offset: int = 0,
+    compression: int = Compression.NONE,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    is_transactional: bool = False,
+    timestamp_type_log_append: bool = False,
+) -> bytes:
+    """Build one v2 batch with a correct CRC-32C, compressed as asked.
+
+    Offset deltas run 0..n-1. Each record's timestamp is its NewRecord.timestamp_ms or
+    ``base_timestamp_ms``; maxTimestamp is the largest of them.
+
+    Args:
+        records: (key, value), (key, value, headers) or NewRecord items, at least one.
+        base_timestamp_ms: baseTimestamp; deltas are relative to it.
+        base_offset: baseOffset (clients send 0; the leader assigns the real one).
+        compression: a Compression value.
+        producer_id, producer_epoch, base_sequence: idempotence fields (-1 = none).
+        partition_leader_epoch: written as is (-1 = unknown).
+        is_transactional: set the transactional attribute bit.
+        timestamp_type_log_append: set the LogAppendTime attribute bit.
+
+    Returns:
+        The batch bytes.
+
+    Raises:
+        LocalProtocolError: no records, or an unknown codec.
+    """
+    if not records:
+        raise LocalProtocolError("a record batch needs at least one record")
+    if not 0 <= compression <= Compression.ZSTD:
+        raise LocalProtocolError(f"unknown compression codec {compression}")
+    body = bytearray()
+    max_timestamp = base_timestamp_ms
+    for offset_delta, item in enumerate(records):
+        key, value = item[0], item[1]
+        headers: Sequence[RecordHeader] = item[2] if len(item) > 2 else ()
+        timestamp: int | None = item[3] if len(item) > 3 else None
+        if timestamp is None:
+            timestamp = base_timestamp_ms
+        if offset_delta == 0 or timestamp > max_timestamp:
+            max_timestamp = timestamp
+        record = bytearray(b"\x00")  # attributes
+        record += varlong(timestamp - base_timestamp_ms)
+        record += varint(offset_delta)
+        record += _nullable(key)
+        record += _nullable(value)
+        record += varint(len(headers))
+        for header_key, header_value in headers:
+            encoded_key = header_key.encode()
+            record += varint(len(encoded_key))
+            record += encoded_key
+            record += _nullable(header_value)
+        body += varint(len(record))
+        body += record
+
+    payload = _compress(compression, bytes(body))
+    attributes = compression
+    if timestamp_type_log_append:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= TRANSACTIONAL_FLAG
+    out = bytearray(BATCH_HEADER_SIZE)
+    _HEADER.pack_into(
+        out,
+        0,
+        base_offset,
+        BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        partition_leader_epoch,
+        2,  # magic
+        0,  # CRC, written below
+        attributes,
+        len(records) - 1,
+        base_timestamp_ms,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+    )
+    out += payload
+    struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[21:]))
+    return bytes(out)

@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import pytest
+
+from barnabas.log.config import LogConfig
+
+
+def test_defaults_are_kafkas_broker_defaults() -> None:
+    config = LogConfig()
+    assert config.segment_bytes == 1024**3
+    assert config.segment_ms == 604_800_000
+    assert config.segment_index_bytes == 10 * 1024 * 1024
+    assert config.index_interval_bytes == 4096
+    assert config.retention_ms == 604_800_000
+    assert config.retention_bytes == -1
+    assert config.max_message_bytes == 1_048_588
+    assert config.message_timestamp_type == "CreateTime"
+    assert config.flush_messages == config.flush_ms == 2**63 - 1
+    assert config.file_delete_delay_ms == 60_000
+    assert config.cleanup_policy == "delete"
+    assert config.producer_id_expiration_ms == 86_400_000
+
+
+def test_with_overrides_applies_topic_properties() -> None:
+    config = LogConfig().with_overrides(
+        {
+            "segment.bytes": "2097152",
+            "retention.ms": "-1",
+            "retention.bytes": "1000000",
+            "max.message.bytes": "500",
+            "message.timestamp.type": "LogAppendTime",
+            "flush.messages": "1",
+            "flush.ms": "1000",
+            "index.interval.bytes": "0",
+            "segment.index.bytes": "4096",
+            "segment.ms": "3600000",
+            "file.delete.delay.ms": "0",
+            "cleanup.policy": "compact, delete",
+            "compression.type": "zstd",  # not the log's: ignored
+        }
+    )
+    assert config.segment_bytes == 2097152
+    assert config.retention_ms == -1
+    assert config.retention_bytes == 1_000_000
+    assert config.max_message_bytes == 500
+    assert config.log_append_time
+    assert (config.flush_messages, config.flush_ms) == (1, 1000)
+    assert config.index_interval_bytes == 0
+    assert config.segment_index_bytes == 4096
+    assert config.segment_ms == 3_600_000
+    assert config.file_delete_delay_ms == 0
+    assert config.cleanup_policy == "compact,delete"
+    assert config.delete_enabled
+
+
+def test_with_overrides_keeps_the_base_config() -> None:
+    base = LogConfig(retention_ms=5)
+    assert base.with_overrides({"segment.ms": "10"}).retention_ms == 5
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "fragment"),
+    [
+        ("segment.bytes", "1000", "segment.bytes=1000 is out of range"),
+        ("segment.bytes", "lots", "segment.bytes must be an integer"),
+        ("retention.ms", "-2", "retention.ms=-2"),
+        ("segment.ms", "0", "segment.ms=0"),
+        ("flush.messages", "0", "flush.messages=0"),
+        ("segment.index.bytes", "3", "segment.index.bytes=3"),
+        ("max.message.bytes", str(2**31), "max.message.bytes"),
+        ("message.timestamp.type", "WallClock", "message.timestamp.type must be one of"),
+        ("cleanup.policy", "forever", "cleanup.policy must be a list"),
+    ],
+)
+def test_with_overrides_rejects_bad_values_with_a_one_line_reason(key: str, value: str, fragment: str) -> None:
+    with pytest.raises(ValueError, match=fragment) as info:
+        LogConfig().with_overrides({key: value})
+    assert "\n" not in str(info.value)
+
+
+def test_compact_only_disables_time_and_size_retention() -> None:
+    assert not LogConfig(cleanup_policy="compact").delete_enabled
+
+
+def test_to_properties_round_trips() -> None:
+    config = LogConfig(retention_bytes=123, message_timestamp_type="LogAppendTime", segment_bytes=2**21)
+    assert LogConfig().with_overrides(config.to_properties()) == config

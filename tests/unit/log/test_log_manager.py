@@ -1,0 +1,259 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from barnabas.log import (
+    InconsistentBrokerIdError,
+    InconsistentClusterIdError,
+    InconsistentTopicIdError,
+    LogConfig,
+    LogDirLockedError,
+    LogManager,
+    TopicPartition,
+)
+from barnabas.log.partition_metadata import encode_topic_id
+
+from .batches import T0, make_batch, offsets
+from .conftest import crash
+
+TOPIC_ID = uuid.UUID("2b5c0a5e-8f4e-4d0a-9a52-6d3c1f0e7b11")
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> list[Path]:
+    return [tmp_path / "data-a", tmp_path / "data-b"]
+
+
+@pytest.fixture
+def managers(dirs: list[Path]) -> Iterator[list[LogManager]]:
+    """Managers made by a test; each is closed (releasing its locks) at teardown."""
+    made: list[LogManager] = []
+    yield made
+    for manager in made:
+        manager.close()
+
+
+def start(
+    managers: list[LogManager], dirs: list[Path], broker_id: int = 1, cluster_id: str | None = "c1"
+) -> LogManager:
+    manager = LogManager(dirs, LogConfig(), broker_id, cluster_id)
+    managers.append(manager)
+    manager.load_all(T0)
+    return manager
+
+
+def test_new_dirs_get_meta_properties_and_a_lock(dirs: list[Path], managers: list[LogManager]) -> None:
+    start(managers, dirs, broker_id=7, cluster_id="Xyz-123")
+    for log_dir in dirs:
+        text = (log_dir / "meta.properties").read_text()
+        assert "version=0\n" in text and "broker.id=7\n" in text and "cluster.id=Xyz-123\n" in text
+        assert (log_dir / ".lock").exists()
+
+
+def test_partitions_are_spread_over_the_dirs(dirs: list[Path], managers: list[LogManager]) -> None:
+    manager = start(managers, dirs)
+    for p in range(4):
+        manager.create("orders", p, TOPIC_ID, LogConfig(), T0)
+    placed = [manager.log_dir_of("orders", p) for p in range(4)]
+    assert placed == [dirs[0].absolute(), dirs[1].absolute(), dirs[0].absolute(), dirs[1].absolute()]
+    assert manager.partitions() == [TopicPartition("orders", p) for p in range(4)]
+    assert (dirs[1] / "orders-1" / "00000000000000000000.log").exists()
+
+
+def test_create_returns_the_existing_log(dirs: list[Path], managers: list[LogManager]) -> None:
+    manager = start(managers, dirs)
+    log = manager.create("t", 0, TOPIC_ID, LogConfig(), T0)
+    assert manager.create("t", 0, TOPIC_ID, LogConfig(), T0) is log
+    assert manager.get("t", 0) is log
+    assert manager.get("t", 1) is None
+    with pytest.raises(InconsistentTopicIdError):
+        manager.create("t", 0, uuid.uuid4(), LogConfig(), T0)
+
+
+def test_create_rejects_illegal_topic_names(dirs: list[Path], managers: list[LogManager]) -> None:
+    manager = start(managers, dirs)
+    for name in ["", "..", "a/b", "x" * 250, "spaces are bad"]:
+        with pytest.raises(ValueError, match="topic name"):
+            manager.create(name, 0, None, LogConfig(), T0)
+
+
+def test_partition_metadata_holds_the_topic_id_as_kafka_writes_it(dirs: list[Path], managers: list[LogManager]) -> None:
+    manager = start(managers, dirs)
+    manager.create("orders", 0, TOPIC_ID, LogConfig(), T0)
+    text = (dirs[0] / "orders-0" / "partition.metadata").read_text()
+    assert text == f"version: 0\ntopic_id: {encode_topic_id(TOPIC_ID)}\n"
+    assert encode_topic_id(TOPIC_ID) == "K1wKXo9OTQqaUm08Hw57EQ"  # Kafka's Uuid.toString()
+
+
+def test_clean_restart_restores_every_log(dirs: list[Path], managers: list[LogManager]) -> None:
+    manager = start(managers, dirs)
+    for p in range(3):
+        log = manager.create("orders", p, TOPIC_ID, LogConfig(), T0)
+        for _ in range(p + 1):
+            log.append_as_leader(make_batch(2), 0, T0)
+    manager.get("orders", 2).delete_records_before(3)  # type: ignore[union-attr]
+    manager.close()
+    for log_dir in dirs:
+        assert (log_dir / ".kafka_cleanshutdown").exists()
+    assert (dirs[0] / "recovery-point-offset-checkpoint").read_text() == "0\n2\norders 0 2\norders 2 6\n"
+    assert (dirs[0] / "log-start-offset-checkpoint").read_text() == "0\n2\norders 0 0\norders 2 3\n"
+
+    restarted = LogManager(dirs, LogConfig(), 1, "c1")
+    managers.append(restarted)
+    assert all(restarted.clean_shutdown.values())
+    assert not any((d / ".kafka_cleanshutdown").exists() for d in dirs)  # removed at start
+    assert restarted.load_all(T0) == [TopicPartition("orders", p) for p in range(3)]
+    logs = [restarted.get("orders", p) for p in range(3)]
+    assert [(log.log_start_offset, log.log_end_offset) for log in logs if log] == [(0, 2), (0, 4), (3, 6)]
+    assert all(log is not None and log.topic_id == TOPIC_ID for log in logs)
+
+
+def test_restart_after_a_crash_recovers(dirs: list[Path], managers: list[LogManager]) -> None:
+    manager = start(managers, dirs)
+    log = manager.create("t", 0, None, LogConfig(), T0)
+    log.append_as_leader(make_batch(2), 0, T0)
+    log.append_as_leader(make_batch(2), 0, T0)
+    crash(log)
+    manager._release_locks()  # the process died: its locks went with it
+    managers.remove(manager)
+    segment = dirs[0] / "t-0" / "00000000000000000000.log"
+    segment.write_bytes(segment.read_bytes()[:-7])
+
+    restarted = LogManager(dirs, LogConfig(), 1, "c1")
+    managers.append(restarted)
+    assert not any(restarted.clean_shutdown.values())
+    restarted.load_all(T0)
+    recovered = restarted.get("t", 0)
+    assert recovered is not None and recovered.log_end_offset == 2
+    assert offsets(recovered.read(0, 1 << 20).records) == [0, 1]
+
+
+def test_a_second_process_cannot_use_a_locked_dir(dirs: list[Path], managers: list[LogManager]) -> None:
+    start(managers, dirs)
+    script = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from barnabas.log import LogConfig, LogDirLockedError, LogManager
+        try:
+            LogManager([Path({str(dirs[1])!r})], LogConfig(), 1, "c1")
+        except LogDirLockedError as exc:
+            print("LOCKED", exc)
+        else:
+            print("ACQUIRED")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    lock = dirs[1].absolute() / ".lock"
+    assert out.stdout.strip() == f"LOCKED log dir {dirs[1].absolute()} is in use by another process (lock file {lock})"
+
+
+def test_a_dir_locked_by_another_process_is_refused(dirs: list[Path], managers: list[LogManager]) -> None:
+    dirs[1].mkdir(parents=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys\n"
+            f"f = open({str(dirs[1] / '.lock')!r}, 'a')\n"
+            "fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+            "print('held', flush=True)\n"
+            "sys.stdin.read()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(LogDirLockedError, match="is in use by another process"):
+            LogManager(dirs, LogConfig(), 1, "c1")
+        # the failed manager released the lock it had already taken on the first dir
+        start(managers, [dirs[0]]).close()
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    start(managers, dirs)  # free again once the holder exited
+
+
+def test_a_closed_manager_releases_its_locks(dirs: list[Path], managers: list[LogManager]) -> None:
+    start(managers, dirs).close()
+    start(managers, dirs)
+
+
+def test_broker_id_mismatch_is_refused(dirs: list[Path], managers: list[LogManager]) -> None:
+    start(managers, dirs, broker_id=1).close()
+    with pytest.raises(InconsistentBrokerIdError, match=r"broker.id 2 doesn't match stored broker.id 1"):
+        LogManager(dirs, LogConfig(), 2, "c1")
+    start(managers, dirs, broker_id=1)  # the failed attempt released every lock
+
+
+def test_cluster_id_mismatch_is_refused(dirs: list[Path], managers: list[LogManager]) -> None:
+    start(managers, dirs, cluster_id="c1").close()
+    with pytest.raises(InconsistentClusterIdError, match="wrong cluster"):
+        LogManager(dirs, LogConfig(), 1, "c2")
+
+
+def test_the_stored_cluster_id_is_adopted(dirs: list[Path], managers: list[LogManager]) -> None:
+    start(managers, dirs, cluster_id="c1").close()
+    assert start(managers, dirs, cluster_id=None).cluster_id == "c1"
+
+
+def test_delete_topic_partition(dirs: list[Path], managers: list[LogManager]) -> None:
+    manager = start(managers, dirs)
+    manager.create("gone", 0, None, LogConfig(), T0).append_as_leader(make_batch(1), 0, T0)
+    assert manager.delete_topic_partition("gone", 0)
+    assert not manager.delete_topic_partition("gone", 0)
+    assert manager.get("gone", 0) is None
+    assert [p.name for p in dirs[0].iterdir() if p.is_dir()] == []
+    manager.checkpoint()
+    assert (dirs[0] / "recovery-point-offset-checkpoint").read_text() == "0\n0\n"
+
+
+def test_leftover_delete_dirs_are_removed_at_load(dirs: list[Path], managers: list[LogManager]) -> None:
+    leftover = dirs[0] / f"gone-0.{uuid.uuid4().hex}-delete"
+    leftover.mkdir(parents=True)
+    (leftover / "00000000000000000000.log").write_bytes(b"x")
+    assert start(managers, dirs).partitions() == []
+    assert not leftover.exists()
+
+
+def test_update_config_reaches_every_partition_of_the_topic(dirs: list[Path], managers: list[LogManager]) -> None:
+    manager = start(managers, dirs)
+    for p in range(2):
+        manager.create("t", p, None, LogConfig(), T0)
+    other = manager.create("u", 0, None, LogConfig(), T0)
+    manager.update_config("t", LogConfig(retention_ms=5))
+    assert [manager.get("t", p).config.retention_ms for p in range(2)] == [5, 5]  # type: ignore[union-attr]
+    assert other.config.retention_ms == LogConfig().retention_ms
+
+
+def test_maintain_runs_retention_and_checkpoints_when_due(dirs: list[Path], managers: list[LogManager]) -> None:
+    manager = start(managers, dirs)
+    config = LogConfig(retention_ms=1000, file_delete_delay_ms=0)
+    log = manager.create("t", 0, None, config, T0)
+    log.append_as_leader(make_batch(2, timestamp=T0), 0, T0)
+    log.roll(T0)
+    log.append_as_leader(make_batch(2, timestamp=T0 + 100_000), 0, T0)
+    results = manager.maintain(T0 + 2000)
+    assert results[TopicPartition("t", 0)].deleted_segments == [(0, "retention_ms")]
+    assert not (dirs[0] / "log-start-offset-checkpoint").exists()
+    manager.maintain(T0 + 60_000)
+    assert (dirs[0] / "log-start-offset-checkpoint").read_text() == "0\n1\nt 0 2\n"
+
+
+def test_read_broker_id(dirs: list[Path], managers: list[LogManager]) -> None:
+    from barnabas.log import read_broker_id
+
+    assert read_broker_id(dirs[0]) is None
+    start(managers, dirs, broker_id=12)
+    assert read_broker_id(dirs[0]) == 12
+    (dirs[1] / "meta.properties").write_text("version=0\n")
+    assert read_broker_id(dirs[1]) is None

@@ -1,0 +1,210 @@
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import pytest
+
+from barnabas.log import LogConfig, PartitionLog
+
+from .batches import decode, make_batch, offsets
+from .conftest import OpenLog, crash
+
+BATCH = len(make_batch(2))
+
+
+def fill(log: PartitionLog, batches: int, epoch: int = 0) -> None:
+    for _ in range(batches):
+        log.append_as_leader(make_batch(2), epoch, 0)
+
+
+@pytest.fixture
+def config() -> LogConfig:
+    # three 2-record batches per segment, an index entry for nearly every batch
+    return LogConfig(segment_bytes=3 * BATCH, index_interval_bytes=0)
+
+
+def segment_file(log_dir: Path, base: int, suffix: str = ".log") -> Path:
+    return log_dir / f"{base:020d}{suffix}"
+
+
+def flip_byte(path: Path, position: int) -> None:
+    with path.open("r+b") as f:
+        f.seek(position)
+        value = f.read(1)[0]
+        f.seek(position)
+        f.write(bytes([value ^ 0x5A]))
+
+
+def test_truncation_in_the_middle_of_a_batch(open_log: OpenLog, log_dir: Path, config: LogConfig) -> None:
+    log = open_log(config)
+    fill(log, 8)  # segments 0, 6, 12; the active one holds offsets 12-15
+    crash(log)
+    active = segment_file(log_dir, 12)
+    os.truncate(active, BATCH + BATCH // 2)
+    reopened = open_log(config)
+    assert reopened.log_end_offset == 14
+    assert reopened.load_report.truncated_bytes == BATCH // 2
+    assert reopened.load_report.recovered_segments == [12]
+    assert active.stat().st_size == BATCH
+    assert offsets(reopened.read(12, 1 << 20).records) == [12, 13]
+    assert reopened.append_as_leader(make_batch(2), 0, 0).base_offset == 14
+    assert offsets(reopened.read(12, 1 << 20).records) == [12, 13, 14, 15]
+
+
+def test_a_flipped_byte_in_the_tail_batch_fails_its_crc(open_log: OpenLog, log_dir: Path, config: LogConfig) -> None:
+    log = open_log(config)
+    fill(log, 8)
+    crash(log)
+    flip_byte(segment_file(log_dir, 12), 2 * BATCH - 5)  # inside the second batch's records
+    reopened = open_log(config)
+    assert reopened.log_end_offset == 14
+    assert all(b.crc_ok for b in decode(reopened.read(0, 1 << 20).records))
+
+
+def test_a_zero_filled_tail_is_cut(open_log: OpenLog, log_dir: Path, config: LogConfig) -> None:
+    log = open_log(config)
+    fill(log, 2)
+    crash(log)
+    with segment_file(log_dir, 0).open("ab") as f:
+        f.write(b"\x00" * 1000)
+    reopened = open_log(config)
+    assert reopened.log_end_offset == 4
+    assert reopened.load_report.truncated_bytes == 1000
+
+
+def test_corruption_above_the_recovery_point_drops_later_segments(
+    open_log: OpenLog, log_dir: Path, config: LogConfig
+) -> None:
+    log = open_log(config)
+    fill(log, 8)
+    crash(log)
+    flip_byte(segment_file(log_dir, 6), BATCH + 30)  # the second batch of the middle segment
+    reopened = open_log(config, recovery_point=6)
+    assert reopened.load_report.recovered_segments == [6]
+    assert reopened.load_report.deleted_segments == [12]
+    assert reopened.log_end_offset == 8
+    assert not segment_file(log_dir, 12).exists()
+    assert [s.base_offset for s in reopened.segments] == [0, 6]
+
+
+def test_only_segments_from_the_recovery_point_are_recovered(
+    open_log: OpenLog, log_dir: Path, config: LogConfig
+) -> None:
+    log = open_log(config)
+    fill(log, 8)
+    log.close()
+    assert open_log(config).load_report.recovered_segments == [12]
+    assert open_log(config, recovery_point=7).load_report.recovered_segments == [6, 12]
+    assert open_log(config, recovery_point=0).load_report.recovered_segments == [0, 6, 12]
+
+
+@pytest.mark.parametrize("suffix", [".index", ".timeindex"])
+def test_a_deleted_index_is_rebuilt(open_log: OpenLog, log_dir: Path, config: LogConfig, suffix: str) -> None:
+    log = open_log(config)
+    fill(log, 8)
+    log.close()
+    index = segment_file(log_dir, 6, suffix)
+    original = index.read_bytes()
+    assert original
+    index.unlink()
+    reopened = open_log(config)
+    assert reopened.load_report.rebuilt_indexes == [6]
+    assert index.read_bytes() == original
+    assert offsets(reopened.read(9, 1 << 20).records) == [8, 9, 10, 11]
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"\x01\x02\x03",  # not a whole entry
+        struct.pack(">iiii", 5, 100, 3, 200),  # offsets go backwards
+        struct.pack(">ii", 1, 1 << 30),  # position past the segment
+    ],
+)
+def test_a_corrupt_offset_index_is_rebuilt(open_log: OpenLog, log_dir: Path, config: LogConfig, garbage: bytes) -> None:
+    log = open_log(config)
+    fill(log, 8)
+    log.close()
+    index = segment_file(log_dir, 0, ".index")
+    original = index.read_bytes()
+    index.write_bytes(garbage)
+    reopened = open_log(config)
+    assert reopened.load_report.rebuilt_indexes == [0]
+    assert index.read_bytes() == original
+    assert offsets(reopened.read(3, 1 << 20).records) == [2, 3, 4, 5]
+
+
+def test_stray_files_are_removed(open_log: OpenLog, log_dir: Path, config: LogConfig) -> None:
+    log = open_log(config)
+    fill(log, 2)
+    log.close()
+    strays = [
+        "00000000000000000099.log.deleted",
+        "00000000000000000099.index.swap",
+        "00000000000000000099.log.cleaned",
+        "leader-epoch-checkpoint.tmp",
+        "00000000000000000500.index",  # its .log is gone
+        "00000000000000000500.timeindex",
+    ]
+    for name in strays:
+        (log_dir / name).write_bytes(b"x")
+    reopened = open_log(config)
+    assert sorted(p.name for p in reopened.load_report.removed_files) == sorted(strays)
+    assert not any((log_dir / name).exists() for name in strays)
+    assert reopened.log_end_offset == 4
+
+
+def test_log_start_checkpoint_beyond_the_log_end_drops_everything(
+    open_log: OpenLog, log_dir: Path, config: LogConfig
+) -> None:
+    log = open_log(config)
+    fill(log, 4)
+    crash(log)
+    reopened = open_log(config, log_start_offset=100)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (100, 100)
+    assert [s.base_offset for s in reopened.segments] == [100]
+    assert reopened.append_as_leader(make_batch(1), 0, 0).base_offset == 100
+
+
+def test_the_epoch_cache_is_cut_with_the_log(open_log: OpenLog, log_dir: Path, config: LogConfig) -> None:
+    log = open_log(config)
+    fill(log, 7, epoch=1)
+    fill(log, 1, epoch=2)  # the last batch, offsets 14-15, is the only one of epoch 2
+    assert log.leader_epoch_cache.entries == [(1, 0), (2, 14)]
+    crash(log)
+    os.truncate(segment_file(log_dir, 12), BATCH + 10)
+    reopened = open_log(config)
+    assert reopened.log_end_offset == 14
+    assert reopened.leader_epoch_cache.entries == [(1, 0)]
+    assert (log_dir / "leader-epoch-checkpoint").read_text() == "0\n1\n1 0\n"
+
+
+@pytest.mark.parametrize("damage", ["delete", "corrupt"])
+def test_a_lost_epoch_checkpoint_is_rebuilt_from_batch_headers(
+    open_log: OpenLog, log_dir: Path, config: LogConfig, damage: str
+) -> None:
+    log = open_log(config)
+    fill(log, 3, epoch=1)
+    fill(log, 4, epoch=4)
+    log.close()
+    checkpoint = log_dir / "leader-epoch-checkpoint"
+    if damage == "delete":
+        checkpoint.unlink()
+    else:
+        checkpoint.write_text("0\n5\ngarbage\n")
+    reopened = open_log(config)
+    assert reopened.leader_epoch_cache.entries == [(1, 0), (4, 6)]
+    assert checkpoint.read_text() == "0\n2\n1 0\n4 6\n"
+
+
+def test_an_empty_dir_becomes_an_empty_log(open_log: OpenLog, log_dir: Path) -> None:
+    log = open_log()
+    assert (log.log_start_offset, log.log_end_offset, log.segment_count) == (0, 0, 1)
+    assert sorted(p.name for p in log_dir.iterdir()) == [
+        "00000000000000000000.index",
+        "00000000000000000000.log",
+        "00000000000000000000.timeindex",
+        "leader-epoch-checkpoint",
+    ]
