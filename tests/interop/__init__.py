@@ -1,0 +1,1 @@
+"""Client-interoperability drivers: one program per Kafka client family, one shared checker."""
