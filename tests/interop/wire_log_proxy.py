@@ -14,6 +14,10 @@ through the proxy; nothing needs rewriting:
 Each request becomes one line "conn<TAB>client_id<TAB>api_key<TAB>api_version" in --out; the
 interop drivers set client_id to "interop-<client>-<mode>", so --summary groups per run. Only
 requests are parsed; responses are passed through untouched.
+
+``--frames FILE`` also records raw request frames as JSON lines (the first of each client family,
+API and version, up to 64 KiB): the test vectors in tests/unit/protocol/client_frames.jsonl were
+captured this way.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import asyncio
 import collections
 import contextlib
 import itertools
+import json
 import struct
 import sys
 from typing import TextIO
@@ -65,6 +70,26 @@ API_NAMES = {
 }
 
 
+class FrameRecorder:
+    """Keeps the first request frame of each (client family, api, version), up to 64 KiB."""
+
+    MAX_FRAME = 1 << 16
+
+    def __init__(self, path: str) -> None:
+        self._out = open(path, "a", buffering=1)  # noqa: SIM115 - lives as long as the server
+        self._seen: set[tuple[str, int, int]] = set()
+
+    def record(self, client_id: str, api_key: int, api_version: int, frame: bytes) -> None:
+        # "interop-<client>-<mode>"; the client name may itself contain a dash (kafka-python).
+        family = client_id.removeprefix("interop-").rpartition("-")[0] or client_id
+        key = (family, api_key, api_version)
+        if key in self._seen or len(frame) > self.MAX_FRAME:
+            return
+        self._seen.add(key)
+        entry = {"client": family, "api_key": api_key, "api_version": api_version, "frame": frame.hex()}
+        self._out.write(json.dumps(entry) + "\n")
+
+
 def _split_hostport(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     return host, int(port)
@@ -78,6 +103,7 @@ async def _pump_requests(
     out: TextIO,
     client_writer: asyncio.StreamWriter,
     max_apiversions: int | None,
+    frames: FrameRecorder | None = None,
 ) -> None:
     """Copy length-prefixed request frames client→broker, logging each request header."""
     try:
@@ -93,6 +119,8 @@ async def _pump_requests(
                     client_id = body[10 : 10 + n].decode("utf-8", "replace")
             out.write(f"{conn}\t{client_id}\t{api_key}\t{api_version}\n")
             out.flush()
+            if frames is not None:
+                frames.record(client_id, api_key, api_version, body)
             if api_key == 18 and max_apiversions is not None and api_version > max_apiversions:
                 # Answer as a correct broker must: UNSUPPORTED_VERSION (35) in a v0-format body that
                 # lists the ApiVersions range, so the client retries with a version it can use.
@@ -119,8 +147,11 @@ async def _pump_raw(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) 
         writer.close()
 
 
-async def _serve(listen: str, upstream: str, out_path: str, max_apiversions: int | None) -> None:
+async def _serve(
+    listen: str, upstream: str, out_path: str, max_apiversions: int | None, frames_path: str | None
+) -> None:
     counter = itertools.count(1)
+    frames = FrameRecorder(frames_path) if frames_path else None
     out = open(out_path, "a", buffering=1)  # noqa: SIM115 - lives as long as the server
     up_host, up_port = _split_hostport(upstream)
 
@@ -132,7 +163,15 @@ async def _serve(listen: str, upstream: str, out_path: str, max_apiversions: int
             c_writer.close()
             return
         await asyncio.gather(
-            _pump_requests(c_reader, b_writer, conn, out=out, client_writer=c_writer, max_apiversions=max_apiversions),
+            _pump_requests(
+                c_reader,
+                b_writer,
+                conn,
+                out=out,
+                client_writer=c_writer,
+                max_apiversions=max_apiversions,
+                frames=frames,
+            ),
             _pump_raw(b_reader, c_writer),
         )
 
@@ -169,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--upstream", default="127.0.0.1:19092")
     parser.add_argument("--out", default="wire.tsv")
     parser.add_argument("--summary", metavar="TSV", help="print a summary of a log file and exit")
+    parser.add_argument("--frames", metavar="JSONL", help="also record raw request frames here")
     parser.add_argument(
         "--max-apiversions",
         type=int,
@@ -185,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         print("refusing to listen on a non-loopback address", file=sys.stderr)
         return 2
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(args.listen, args.upstream, args.out, args.max_apiversions))
+        asyncio.run(_serve(args.listen, args.upstream, args.out, args.max_apiversions, args.frames))
     return 0
 
 
