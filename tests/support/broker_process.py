@@ -6,12 +6,14 @@ and keeps the port it got across restarts, so clients that cached it reconnect.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from pathlib import Path
 
@@ -70,20 +72,27 @@ class BrokerProcess:
         self.proc = subprocess.Popen(
             self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
         )
-        ready = threading.Event()
+        listening = threading.Event()
+        finished = threading.Event()
 
         def pump(proc: subprocess.Popen[str]) -> None:
             assert proc.stdout is not None
             for line in proc.stdout:
                 self.output.append(line.rstrip("\n"))
-                if not ready.is_set() and (m := _LISTENING.search(line)):
+                if not listening.is_set() and (m := _LISTENING.search(line)):
                     self.port = int(m["port"])
-                    ready.set()
-            ready.set()
+                    listening.set()
+            finished.set()
 
         self._reader = threading.Thread(target=pump, args=(self.proc,), daemon=True)
         self._reader.start()
-        if not ready.wait(START_TIMEOUT_S) or self.proc.poll() is not None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not listening.is_set() and not finished.is_set() and time.monotonic() < deadline:
+            listening.wait(0.05)
+        if not listening.is_set():
+            # The output ended (or timed out) without a "listening" line: let the exit finish.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=10)
             self.kill()
             raise RuntimeError("broker did not start:\n" + "\n".join(self.output))
         return self

@@ -23,7 +23,7 @@ from barnabas.log import LogManager, read_broker_id
 from .connection import KafkaConnection
 from .handlers import build_registry
 from .state import BrokerState, Endpoint
-from .topic_admin import reconcile_local_logs
+from .topic_admin import reconcile_local_logs, stored_log_config
 
 __all__ = ["Broker"]
 
@@ -82,8 +82,12 @@ class Broker:
         await topics.load()
         registry = build_registry()
         now_ms = int(self.clock() * 1000)
-        self._logs = LogManager(config.log_dirs, log_config_for(config, {}), self.broker_id, cluster_id)
-        self._logs.load_all(now_ms)
+        try:
+            default_log_config = log_config_for(config, {})
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        self._logs = LogManager(config.log_dirs, default_log_config, self.broker_id, cluster_id)
+        self._logs.load_all(now_ms, {name: stored_log_config(config, topic) for name, topic in topics.topics.items()})
         listener = config.listeners[0]
         state = BrokerState(
             config=config,

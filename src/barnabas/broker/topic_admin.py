@@ -12,7 +12,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 from barnabas.cluster import PartitionState, Topic, TopicExistsError, topic_name_problem
-from barnabas.config import ConfigError, validate_topic_overrides
+from barnabas.config import BrokerConfig, ConfigError, log_config_for, validate_topic_overrides
+from barnabas.log import LogConfig
 from barnabas.protocol import ErrorCode
 
 from .state import BrokerState
@@ -89,10 +90,12 @@ def _check_assignment(
     return {p: tuple(replicas) for p, replicas in assignment.items()}
 
 
-def _check_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
+def _check_configs(state: BrokerState, configs: Mapping[str, str | None]) -> tuple[dict[str, str], LogConfig]:
+    """Validated overrides and the log settings they give; INVALID_CONFIG before anything is stored."""
     try:
-        return validate_topic_overrides(configs)
-    except ConfigError as exc:
+        overrides = validate_topic_overrides(configs)
+        return overrides, state.log_config(overrides)
+    except (ConfigError, ValueError) as exc:
         raise TopicAdminError(ErrorCode.invalid_config, str(exc)) from None
 
 
@@ -108,7 +111,7 @@ async def create_topic(
 ) -> Topic:
     """Validate and (unless ``validate_only``) create a topic with its local logs."""
     _check_name(state, name)
-    overrides = _check_configs(configs or {})
+    overrides, log_config = _check_configs(state, configs or {})
     if assignment:
         if num_partitions != -1 or replication_factor != -1:
             raise TopicAdminError(
@@ -138,13 +141,14 @@ async def create_topic(
         await state.topics.create(topic, states)
     except TopicExistsError:
         raise TopicAdminError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.") from None
-    _create_local_logs(state, topic, replicas)
+    _create_local_logs(state, topic, replicas, log_config)
     log.info("created topic %s (%s) with %d partitions", name, topic.topic_id, len(replicas))
     return topic
 
 
-def _create_local_logs(state: BrokerState, topic: Topic, replicas: Mapping[int, Sequence[int]]) -> None:
-    config = state.log_config(topic.config)
+def _create_local_logs(
+    state: BrokerState, topic: Topic, replicas: Mapping[int, Sequence[int]], config: LogConfig
+) -> None:
     now_ms = state.now_ms()
     for partition, brokers in replicas.items():
         if state.broker_id in brokers and state.logs.get(topic.name, partition) is None:
@@ -204,7 +208,7 @@ async def create_partitions(
         return grown
     states = {p: PartitionState(leader=r[0], leader_epoch=0, isr=r) for p, r in added.items()}
     await state.topics.update(grown, states)
-    _create_local_logs(state, grown, added)
+    _create_local_logs(state, grown, added, state.log_config(grown.config))
     log.info("topic %s grew from %d to %d partitions", name, current, count)
     return grown
 
@@ -216,17 +220,26 @@ async def alter_topic_config(
     topic = state.topic(name)
     if topic is None:
         raise TopicAdminError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
-    normalised = _check_configs(overrides)
+    normalised, config = _check_configs(state, overrides)
     updated = Topic(topic.name, topic.topic_id, topic.assignment, normalised, topic.internal)
-    try:
-        config = state.log_config(normalised)
-    except ValueError as exc:
-        raise TopicAdminError(ErrorCode.invalid_config, str(exc)) from None
     if validate_only:
         return updated
     await state.topics.update(updated)
     state.logs.update_config(name, config)
     return updated
+
+
+def stored_log_config(config: BrokerConfig, topic: Topic) -> LogConfig:
+    """A stored topic's log settings; overrides the log refuses fall back to broker defaults (logged).
+
+    Only data written before a validation rule existed can hit the fallback; refusing to start
+    over it would take every other topic down with it.
+    """
+    try:
+        return log_config_for(config, topic.config)
+    except ValueError as exc:
+        log.error("topic %s has an invalid stored config (%s); using broker defaults", topic.name, exc)
+        return log_config_for(config, {})
 
 
 def reconcile_local_logs(state: BrokerState) -> None:
@@ -257,4 +270,4 @@ def reconcile_local_logs(state: BrokerState) -> None:
             log.info("removing local log %s-%d: its topic no longer exists", name, partition)
             state.logs.delete_topic_partition(name, partition)
     for topic in {id(t): t for t in expected.values()}.values():
-        _create_local_logs(state, topic, topic.assignment)
+        _create_local_logs(state, topic, topic.assignment, stored_log_config(state.config, topic))

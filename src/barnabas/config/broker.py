@@ -72,7 +72,7 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
               at_least(0)),
     ConfigDef("socket.request.max.bytes", _I, 104857600, "Largest request frame; larger ones close the connection.",
               at_least(1)),
-    ConfigDef("log.segment.bytes", _I, 1073741824, "Segment file size before a roll.", at_least(14)),
+    ConfigDef("log.segment.bytes", _I, 1073741824, "Segment file size before a roll.", at_least(1 << 20)),
     ConfigDef("log.roll.ms", _L, None, "Time before a segment rolls; overrides log.roll.hours.", at_least(1)),
     ConfigDef("log.roll.hours", _I, 168, "Time before a segment rolls, in hours.", at_least(1)),
     ConfigDef("log.retention.ms", _L, None, "Retention time; -1 keeps forever. Overrides minutes/hours.",

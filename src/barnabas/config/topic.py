@@ -96,7 +96,7 @@ _SETTINGS: tuple[TopicSetting, ...] = (
                            at_least(-1)), "log.retention.bytes"),
     TopicSetting(ConfigDef("retention.ms", _L, 604800000, "Retention time; -1 keeps forever.", at_least(-1)),
                  "log.retention.ms", lambda broker: broker.retention_ms),
-    TopicSetting(ConfigDef("segment.bytes", _I, 1073741824, "Segment size before a roll.", at_least(14)),
+    TopicSetting(ConfigDef("segment.bytes", _I, 1073741824, "Segment size before a roll.", at_least(1 << 20)),
                  "log.segment.bytes"),
     TopicSetting(ConfigDef("segment.index.bytes", _I, 10485760, "Largest offset index.", at_least(4)),
                  "log.index.size.max.bytes"),

@@ -41,6 +41,8 @@ class LogConfig:
     retention_bytes: int = -1
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"
+    message_timestamp_before_max_ms: int = _INT64_MAX
+    message_timestamp_after_max_ms: int = 3_600_000
     flush_messages: int = _INT64_MAX
     flush_ms: int = _INT64_MAX
     file_delete_delay_ms: int = 60000
@@ -55,6 +57,8 @@ class LogConfig:
         _check(self.retention_ms, "retention.ms", -1, _INT64_MAX)
         _check(self.retention_bytes, "retention.bytes", -(1 << 63), _INT64_MAX)
         _check(self.max_message_bytes, "max.message.bytes", 0, _INT32_MAX)
+        _check(self.message_timestamp_before_max_ms, "message.timestamp.before.max.ms", 0, _INT64_MAX)
+        _check(self.message_timestamp_after_max_ms, "message.timestamp.after.max.ms", 0, _INT64_MAX)
         _check(self.flush_messages, "flush.messages", 1, _INT64_MAX)
         _check(self.flush_ms, "flush.ms", 0, _INT64_MAX)
         _check(self.file_delete_delay_ms, "file.delete.delay.ms", 0, _INT64_MAX)
@@ -146,6 +150,8 @@ _PROPERTIES: dict[str, tuple[str, _Parse, int, int]] = {
     "retention.bytes": ("retention_bytes", _parse_int, -(1 << 63), _INT64_MAX),
     "max.message.bytes": ("max_message_bytes", _parse_int, 0, _INT32_MAX),
     "message.timestamp.type": ("message_timestamp_type", _parse_timestamp_type, 0, 0),
+    "message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", _parse_int, 0, _INT64_MAX),
+    "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", _parse_int, 0, _INT64_MAX),
     "flush.messages": ("flush_messages", _parse_int, 1, _INT64_MAX),
     "flush.ms": ("flush_ms", _parse_int, 0, _INT64_MAX),
     "file.delete.delay.ms": ("file_delete_delay_ms", _parse_int, 0, _INT64_MAX),

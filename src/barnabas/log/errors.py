@@ -26,6 +26,7 @@ __all__ = [
     "InconsistentTopicIdError",
     "InvalidProducerEpochError",
     "InvalidRecordError",
+    "InvalidTimestampError",
     "InvalidTxnStateError",
     "LogDirLockedError",
     "LogError",
@@ -65,6 +66,12 @@ class RecordTooLargeError(LogError):
         super().__init__(f"record batch of {size} bytes exceeds max.message.bytes={limit}")
         self.size = size
         self.limit = limit
+
+
+class InvalidTimestampError(LogError):
+    """A CreateTime timestamp outside ``message.timestamp.before/after.max.ms`` (INVALID_TIMESTAMP)."""
+
+    error_code = ErrorCode.invalid_timestamp
 
 
 class RecordBatchTooLargeError(LogError):

@@ -37,12 +37,14 @@ from barnabas.protocol import (
     patch_batch,
     set_log_append_time,
     validate_batch,
+    validate_produce_records,
 )
 
 from .config import LogConfig
 from .errors import (
     CorruptCheckpointError,
     InconsistentTopicIdError,
+    InvalidTimestampError,
     InvalidTxnStateError,
     LogError,
     OffsetOutOfRangeError,
@@ -290,7 +292,12 @@ class PartitionLog:
             OSError: the disk write failed; nothing was appended.
         """
         self._check_open()
+        size = validate_produce_records(records)
+        if size < len(records):
+            # Bytes after the batch too short to be one: Kafka's iterator never sees them.
+            records = memoryview(records)[:size]
         header = self._validate_client_batch(records)
+        self._check_timestamps(header, now_ms)
         latest = self._epochs.latest_epoch
         if leader_epoch >= 0 and latest is not None and leader_epoch < latest:
             raise ValueError(f"leader epoch {leader_epoch} is older than the log's latest epoch {latest}")
@@ -335,19 +342,33 @@ class PartitionLog:
             max_timestamp=header.max_timestamp,
         )
 
+    def _check_timestamps(self, header: RecordBatchHeader, now_ms: int) -> None:
+        """LogValidator.validateTimestamp at batch granularity: the first and the largest timestamp.
+
+        Batches stay opaque, so the earliest record is taken to be the first (baseTimestamp).
+        LogAppendTime topics overwrite timestamps and skip the check, as Kafka does.
+        """
+        config = self._config
+        if config.log_append_time:
+            return
+        if header.max_timestamp > now_ms + config.message_timestamp_after_max_ms:
+            raise InvalidTimestampError(
+                f"timestamp {header.max_timestamp} is more than {config.message_timestamp_after_max_ms} ms "
+                "ahead of the broker's clock (message.timestamp.after.max.ms)"
+            )
+        if 0 <= header.base_timestamp < now_ms - config.message_timestamp_before_max_ms:
+            raise InvalidTimestampError(
+                f"timestamp {header.base_timestamp} is more than {config.message_timestamp_before_max_ms} ms "
+                "older than the broker's clock (message.timestamp.before.max.ms)"
+            )
+
     def _validate_client_batch(self, records: bytearray | memoryview) -> RecordBatchHeader:
         # Kafka's order (UnifiedLog.analyzeAndValidateRecords, then LogValidator): size, CRC,
-        # then the rules for client batches.
-        if len(records) == 0:
-            raise InvalidRecordError("produce records contain no record batch")
+        # then the rules for client batches. ``records`` is exactly one batch by now.
         header = parse_batch_header(records)
-        if header.magic == 2 and header.size <= len(records) and header.size > self._config.max_message_bytes:
+        if header.size > self._config.max_message_bytes:
             raise RecordTooLargeError(header.size, self._config.max_message_bytes)
         header = validate_batch(records)
-        if header.size != len(records):
-            raise InvalidRecordError(
-                f"produce records must hold exactly one batch: {len(records)} bytes, first batch {header.size}"
-            )
         if header.base_offset != 0:
             raise InvalidRecordError(f"the baseOffset of a produced batch must be 0, not {header.base_offset}")
         if header.is_control:

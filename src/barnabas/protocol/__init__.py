@@ -29,6 +29,7 @@ from ._record_batch import (
     patch_batch,
     set_log_append_time,
     validate_batch,
+    validate_produce_records,
 )
 from ._records import Compression, NewRecord, Record, RecordHeader, build_record_batch, decode_batch_records
 from ._requests import Request, RequestHeader, decode_request, peek_header, request_schema
@@ -78,4 +79,5 @@ __all__ = [
     "request_schema",
     "set_log_append_time",
     "validate_batch",
+    "validate_produce_records",
 ]

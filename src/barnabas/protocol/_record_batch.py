@@ -30,6 +30,7 @@ __all__ = [
     "patch_batch",
     "set_log_append_time",
     "validate_batch",
+    "validate_produce_records",
 ]
 
 #: Bytes before the records array: everything up to and including recordsCount.
@@ -46,6 +47,11 @@ CONTROL_FLAG = 0x20
 
 NO_PRODUCER_ID = -1
 
+#: Kafka's LegacyRecord.RECORD_OVERHEAD_V0: the smallest batchLength any magic allows.
+MIN_BATCH_LENGTH = 14
+#: Bytes up to and including the magic byte.
+HEADER_SIZE_UP_TO_MAGIC = 17
+
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _OFFSET_AND_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 _ATTRIBUTES = struct.Struct(">h")
@@ -53,6 +59,7 @@ _CRC = struct.Struct(">I")
 _TIMESTAMP = struct.Struct(">q")
 _BASE_OFFSET = struct.Struct(">q")
 _EPOCH = struct.Struct(">i")
+_LENGTH = struct.Struct(">i")
 
 
 class RecordBatchHeader(NamedTuple):
@@ -156,6 +163,48 @@ def validate_batch(buf: bytes | bytearray | memoryview, offset: int = 0) -> Reco
             f"record count {header.records_count} does not match last offset delta {header.last_offset_delta}"
         )
     return header
+
+
+def _next_batch_size(buf: bytes | bytearray | memoryview, pos: int) -> int | None:
+    """Size of the complete batch at ``pos``, or None if there is none (Kafka's ByteBufferLogInputStream).
+
+    Raises:
+        CorruptRecordError: a batchLength below 14 or a magic outside 0..2.
+    """
+    remaining = len(buf) - pos
+    if remaining < LOG_OVERHEAD:
+        return None
+    (length,) = _LENGTH.unpack_from(buf, pos + 8)
+    if length < MIN_BATCH_LENGTH:
+        raise CorruptRecordError(f"record size {length} is less than the minimum record overhead ({MIN_BATCH_LENGTH})")
+    if remaining < HEADER_SIZE_UP_TO_MAGIC:
+        return None
+    magic = int.from_bytes(buf[pos + _MAGIC_OFFSET : pos + _MAGIC_OFFSET + 1], "big", signed=True)
+    if not 0 <= magic <= 2:
+        raise CorruptRecordError(f"invalid magic found in record: {magic}")
+    size = length + LOG_OVERHEAD
+    return size if remaining >= size else None
+
+
+def validate_produce_records(buf: bytes | bytearray | memoryview) -> int:
+    """Check a Produce partition's records as Kafka's ProduceRequest.validateRecords does; return the batch size.
+
+    The records must hold exactly one complete magic-2 batch. Trailing bytes too short to be a
+    batch are ignored (Kafka's batch iterator never yields them); the caller appends only the
+    returned number of bytes.
+
+    Raises:
+        InvalidRecordError: no complete batch, a magic other than 2, or more than one batch.
+        CorruptRecordError: a batchLength below 14 or a magic outside 0..2.
+    """
+    size = _next_batch_size(buf, 0)
+    if size is None:
+        raise InvalidRecordError("produce requests must have at least one record batch per partition")
+    if buf[_MAGIC_OFFSET] != 2:
+        raise InvalidRecordError("produce requests are only allowed to contain record batches with magic version 2")
+    if _next_batch_size(buf, size) is not None:
+        raise InvalidRecordError("produce requests are only allowed to contain exactly one record batch per partition")
+    return size
 
 
 def iter_batch_headers(

@@ -10,11 +10,11 @@ from barnabas.config import (
 
 
 def test_overrides_win_and_defaults_follow_broker() -> None:
-    broker = load_broker_config(overrides={"log.retention.hours": "1", "log.segment.bytes": "2048"}, environ={})
+    broker = load_broker_config(overrides={"log.retention.hours": "1", "log.segment.bytes": "2097152"}, environ={})
     resolved = resolve_topic_config(broker, {"retention.ms": "5000"})
     assert resolved["retention.ms"].value == 5000
     assert resolved["retention.ms"].source is ConfigSource.DYNAMIC_TOPIC_CONFIG
-    assert resolved["segment.bytes"].value == 2048
+    assert resolved["segment.bytes"].value == 2097152
     assert resolved["segment.bytes"].source is ConfigSource.STATIC_BROKER_CONFIG
     assert resolved["max.message.bytes"].source is ConfigSource.DEFAULT_CONFIG
     assert resolved["max.message.bytes"].broker_synonym == (

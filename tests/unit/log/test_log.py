@@ -70,7 +70,7 @@ def test_log_append_time_is_stamped_and_the_crc_stays_valid(open_log: OpenLog) -
 
 def test_two_batches_in_one_produce_are_rejected(open_log: OpenLog) -> None:
     log = open_log()
-    with pytest.raises(InvalidRecordError, match="exactly one batch"):
+    with pytest.raises(InvalidRecordError, match="exactly one record batch"):
         log.append_as_leader(make_batch(1) + make_batch(1), 0, T0)
     assert log.log_end_offset == 0
 
@@ -78,9 +78,15 @@ def test_two_batches_in_one_produce_are_rejected(open_log: OpenLog) -> None:
 @pytest.mark.parametrize(
     ("records", "error", "fragment"),
     [
-        (bytearray(), InvalidRecordError, "no record batch"),
-        (make_batch(2)[:-5], CorruptRecordError, "runs past"),
-        (make_batch(2)[:30], CorruptRecordError, "truncated"),
+        # Kafka's ProduceRequest.validateRecords: no complete batch is INVALID_RECORD.
+        (bytearray(), InvalidRecordError, "at least one record batch"),
+        (make_batch(2)[:-5], InvalidRecordError, "at least one record batch"),
+        (make_batch(2)[:30], InvalidRecordError, "at least one record batch"),
+        (
+            make_batch(2)[:8] + (13).to_bytes(4, "big") + make_batch(2)[12:],
+            CorruptRecordError,
+            "minimum record overhead",
+        ),
         (set_attribute_bits(make_batch(1), 0x20), InvalidRecordError, "control"),
         (set_attribute_bits(idempotent_batch(1, 0, 0), 0x10), InvalidTxnStateError, "transactional"),
     ],
@@ -402,16 +408,16 @@ def test_a_failed_write_leaves_no_partial_batch(tmp_path: Path) -> None:
 import errno, resource, signal
 from pathlib import Path
 from barnabas.log import LogConfig, PartitionLog
-from tests.unit.log.batches import make_batch, offsets
+from tests.unit.log.batches import T0, make_batch, offsets
 
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 log = PartitionLog.open(Path({str(tmp_path / "t-0")!r}), LogConfig(), 0)
 batch = make_batch(5, value_size=200)
-log.append_as_leader(make_batch(5, value_size=200), 0, 0)
+log.append_as_leader(make_batch(5, value_size=200), 0, T0)
 size = log.active_segment.size
 resource.setrlimit(resource.RLIMIT_FSIZE, (size + len(batch) // 2, resource.RLIM_INFINITY))
 try:
-    log.append_as_leader(batch, 0, 0)
+    log.append_as_leader(batch, 0, T0)
 except OSError as exc:
     assert exc.errno == errno.EFBIG, exc
 else:
@@ -419,7 +425,7 @@ else:
 assert log.log_end_offset == 5
 assert log.active_segment.size == size == log.active_segment.path.stat().st_size
 resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-assert log.append_as_leader(make_batch(5, value_size=200), 0, 0).base_offset == 5
+assert log.append_as_leader(make_batch(5, value_size=200), 0, T0).base_offset == 5
 assert offsets(log.read(0, 1 << 20).records) == list(range(10))
 print("ok")
 """

@@ -8,7 +8,7 @@ import pytest
 
 from barnabas.log import LogConfig, PartitionLog
 
-from .batches import decode, make_batch, offsets
+from .batches import T0, decode, make_batch, offsets
 from .conftest import OpenLog, crash
 
 BATCH = len(make_batch(2))
@@ -16,7 +16,7 @@ BATCH = len(make_batch(2))
 
 def fill(log: PartitionLog, batches: int, epoch: int = 0) -> None:
     for _ in range(batches):
-        log.append_as_leader(make_batch(2), epoch, 0)
+        log.append_as_leader(make_batch(2), epoch, T0)
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_truncation_in_the_middle_of_a_batch(open_log: OpenLog, log_dir: Path, c
     assert reopened.load_report.recovered_segments == [12]
     assert active.stat().st_size == BATCH
     assert offsets(reopened.read(12, 1 << 20).records) == [12, 13]
-    assert reopened.append_as_leader(make_batch(2), 0, 0).base_offset == 14
+    assert reopened.append_as_leader(make_batch(2), 0, T0).base_offset == 14
     assert offsets(reopened.read(12, 1 << 20).records) == [12, 13, 14, 15]
 
 
@@ -165,7 +165,7 @@ def test_log_start_checkpoint_beyond_the_log_end_drops_everything(
     reopened = open_log(config, log_start_offset=100)
     assert (reopened.log_start_offset, reopened.log_end_offset) == (100, 100)
     assert [s.base_offset for s in reopened.segments] == [100]
-    assert reopened.append_as_leader(make_batch(1), 0, 0).base_offset == 100
+    assert reopened.append_as_leader(make_batch(1), 0, T0).base_offset == 100
 
 
 def test_the_epoch_cache_is_cut_with_the_log(open_log: OpenLog, log_dir: Path, config: LogConfig) -> None:

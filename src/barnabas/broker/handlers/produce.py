@@ -2,9 +2,9 @@
 
 Kafka semantics kept: acks must be -1, 0 or 1 (INVALID_REQUIRED_ACKS); a partition this
 broker does not lead gets NOT_LEADER_OR_FOLLOWER; acks=all with fewer in-sync replicas than
-``min.insync.replicas`` gets NOT_ENOUGH_REPLICAS before anything is written; record timestamps
-outside ``message.timestamp.before/after.max.ms`` get INVALID_TIMESTAMP; with acks=0 there is
-no response, and an error closes the connection (the client's only way to learn of it).
+``min.insync.replicas`` gets NOT_ENOUGH_REPLICAS before anything is written; the log checks the
+batch itself (Kafka's order, error codes carried by its exceptions); with acks=0 there is no
+response, and an error closes the connection (the client's only way to learn of it).
 Batches are appended as opaque bytes (ARCHITECTURE.md: record batches stay opaque).
 """
 
@@ -18,7 +18,6 @@ from barnabas.protocol import (
     ProducePartitionResult,
     Request,
     encode_produce_response,
-    parse_batch_header,
 )
 
 from ..errors import error_code_for
@@ -33,19 +32,6 @@ def _failure(index: int, code: ErrorCode, message: str | None = None) -> Produce
     return ProducePartitionResult(index, code, -1, -1, -1, message)
 
 
-def _timestamp_problem(state: BrokerState, config: dict[str, str], records: bytes, now_ms: int) -> str | None:
-    if config.get("message.timestamp.type", state.config["log.message.timestamp.type"]) == "LogAppendTime":
-        return None
-    header = parse_batch_header(records)
-    before = int(config.get("message.timestamp.before.max.ms", state.config["log.message.timestamp.before.max.ms"]))
-    after = int(config.get("message.timestamp.after.max.ms", state.config["log.message.timestamp.after.max.ms"]))
-    if header.max_timestamp > now_ms + after:
-        return f"timestamp {header.max_timestamp} is more than {after} ms ahead of the broker's clock"
-    if header.base_timestamp >= 0 and header.base_timestamp < now_ms - before:
-        return f"timestamp {header.base_timestamp} is more than {before} ms older than the broker's clock"
-    return None
-
-
 def append_partition(
     state: BrokerState, topic_name: str, index: int, records: bytes | None, *, acks: int, now_ms: int
 ) -> ProducePartitionResult:
@@ -56,8 +42,6 @@ def append_partition(
     partition_log = state.partition_log(topic_name, index)
     if partition_log is None or partition_state is None or partition_state.leader != state.broker_id:
         return _failure(index, ErrorCode.not_leader_or_follower)
-    if not records:
-        return ProducePartitionResult(index, ErrorCode.none, -1, -1, partition_log.log_start_offset)
     if acks == -1:
         min_isr = int(topic.config.get("min.insync.replicas", state.config["min.insync.replicas"]))
         if len(partition_state.isr) < min_isr:
@@ -67,9 +51,7 @@ def append_partition(
                 f"ISR has {len(partition_state.isr)} replicas, min.insync.replicas is {min_isr}",
             )
     try:
-        if problem := _timestamp_problem(state, topic.config, records, now_ms):
-            return _failure(index, ErrorCode.invalid_timestamp, problem)
-        result = partition_log.append_as_leader(bytearray(records), partition_state.leader_epoch, now_ms)
+        result = partition_log.append_as_leader(bytearray(records or b""), partition_state.leader_epoch, now_ms)
     except CorruptRecordError as exc:
         log.warning("rejected a batch for %s-%d: %s", topic_name, index, exc)
         return _failure(index, ErrorCode.corrupt_message, str(exc))

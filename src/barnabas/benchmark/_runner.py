@@ -1,0 +1,560 @@
+"""One ``barnabas bench`` run: loopback ceiling, produce at each acks, consume everything back.
+
+Rules this module keeps:
+
+- Phases run one after another, never overlapping, in this order per repetition: loopback
+  ingress, loopback egress, produce (each acks value × each producer count, one fresh topic
+  each), consume (every topic of the repetition).
+- Each phase records its CPU use in cores: the broker (from /proc, when its pid is known), the
+  benchmark's client processes (their own CPU clocks), this process, py-spy, kernel threads
+  (page writeback, softirqs: partly work done for the broker), the whole machine, steal, and the
+  rest ("other": other users' processes on the machine at the time).
+- Before consuming, the log end offsets are checked against the records the producers saw
+  acknowledged: a mismatch is an error, not a number.
+- With ``--profile``, py-spy samples the broker during each produce and consume phase, one
+  speedscope file per phase.
+- A broker started here lives in a temporary data dir that is deleted afterwards; topics created
+  on an existing broker (``--bootstrap``) are deleted at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from ._broker import BrokerProcess
+from ._loopback import LoopbackJob, loopback_client, loopback_server
+from ._phases import WorkerGroup
+from ._profiles import PySpyRecorder, find_py_spy, summarise_speedscope
+from ._settings import CONSUME_AIM_MB_S, PRODUCE_AIM_MB_S, BenchError, BenchSettings
+from ._system import CpuSample, busy_processes, environment, kernel_threads_cpu_s, process_cpu_s
+from ._workers import ConsumeJob, ProduceJob, consumer_worker, producer_worker
+
+__all__ = ["run_benchmark"]
+
+MB = 1_000_000
+_ADMIN_TIMEOUT_S = 30.0
+#: "Quiet" for --wait-idle: the machine's busy cores, outside the (idle) broker, at most this.
+_QUIET_CORES = 0.3
+_CONSUME_IDLE_TIMEOUT_S = 60.0
+
+
+class _CpuMeter:
+    """CPU use of the machine and of known processes over one phase, in cores."""
+
+    def __init__(self, broker_pid: int | None, py_spy: PySpyRecorder | None) -> None:
+        self.broker_pid = broker_pid
+        self.py_spy_pid = py_spy.cpu_pid() if py_spy is not None else None
+        self.machine = CpuSample.take()
+        self.broker = process_cpu_s(broker_pid) if broker_pid else None
+        self.py_spy = process_cpu_s(self.py_spy_pid) if self.py_spy_pid else None
+        self.bench = time.process_time()
+        self.kernel = kernel_threads_cpu_s()
+        self.at = time.monotonic()
+
+    def finish(self, client_cpu_s: float) -> dict[str, float | None]:
+        elapsed = max(time.monotonic() - self.at, 1e-9)
+        machine = CpuSample.take()
+
+        def delta(before: float | None, pid: int | None) -> float | None:
+            after = process_cpu_s(pid) if pid else None
+            return None if before is None or after is None else (after - before) / elapsed
+
+        broker = delta(self.broker, self.broker_pid)
+        py_spy = delta(self.py_spy, self.py_spy_pid)
+        bench = (time.process_time() - self.bench) / elapsed
+        clients = client_cpu_s / elapsed
+        kernel_now = kernel_threads_cpu_s()
+        kernel = sum(cpu - self.kernel.get(key, 0.0) for key, cpu in kernel_now.items()) / elapsed
+        system = steal = other = None
+        if machine is not None and self.machine is not None:
+            system, steal = machine.cores_since(self.machine)
+            other = max(0.0, system - (broker or 0.0) - (py_spy or 0.0) - bench - clients - kernel)
+        return {
+            name: None if value is None else round(value, 3)
+            for name, value in {
+                "broker": broker, "clients": clients, "bench": bench, "py_spy": py_spy,
+                "kernel_threads": kernel, "system": system, "steal": steal, "other": other,
+            }.items()
+        }  # fmt: skip
+
+
+class _Run:
+    """The state of one benchmark run (one broker, several repetitions)."""
+
+    def __init__(self, settings: BenchSettings, console: Console, progress: Progress, run_id: str) -> None:
+        self.settings = settings
+        self.console = console
+        self.progress = progress
+        self.run_id = run_id
+        self.bootstrap = settings.bootstrap or ""
+        self.broker: BrokerProcess | None = None
+        self.broker_pid = settings.broker_pid
+        self.py_spy_exe = find_py_spy() if settings.profile else None
+        self.topics: list[str] = []
+        self.phases: list[dict[str, Any]] = []
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _alive_check(self) -> str | None:
+        if self.broker is not None and not self.broker.alive():
+            last = self.broker.last_lines(1)
+            return f"the broker exited ({last[0] if last else 'no output'})"
+        return None
+
+    @contextlib.contextmanager
+    def _task(self, description: str, total: float) -> Iterator[TaskID]:
+        task = self.progress.add_task(description, total=total, rate="")
+        try:
+            yield task
+        finally:
+            self.progress.update(task, visible=False)
+            self.progress.remove_task(task)
+
+    @contextlib.contextmanager
+    def _profiled(self, phase_id: str) -> Iterator[PySpyRecorder | None]:
+        if self.py_spy_exe is None or self.broker_pid is None:
+            yield None
+            return
+        output = self.settings.output / f"profile-{phase_id}.speedscope.json"
+        output.unlink(missing_ok=True)
+        recorder = PySpyRecorder(
+            self.py_spy_exe, self.broker_pid, output, self.settings.profile_rate, self.settings.profile_native
+        )
+        recorder.start()
+        try:
+            yield recorder
+        finally:
+            recorder.stop()
+
+    def wait_quiet(self) -> dict[str, float]:
+        """Wait up to --wait-idle seconds for other processes to leave the CPU; what was seen."""
+        waited = 0.0
+        busy = 0.0
+        while True:
+            before, broker = CpuSample.take(), process_cpu_s(self.broker_pid) if self.broker_pid else None
+            time.sleep(1.0)
+            after, broker2 = CpuSample.take(), process_cpu_s(self.broker_pid) if self.broker_pid else None
+            if before is None or after is None:
+                return {}
+            busy = after.cores_since(before)[0] - ((broker2 or 0.0) - (broker or 0.0))
+            waited += 1.0
+            if busy <= _QUIET_CORES or waited >= self.settings.wait_idle_s:
+                return {"waited_s": waited, "busy_cores": round(busy, 2)}
+
+    def _phase_id(self, rep: int, name: str) -> str:
+        return name if self.settings.runs == 1 else f"r{rep + 1}-{name}"
+
+    # -- broker and topics ----------------------------------------------------------------
+
+    def start_broker(self, data_dir: Path) -> None:
+        if self.settings.bootstrap is not None:
+            return
+        with self._task("starting broker", 1):
+            self.broker = BrokerProcess(data_dir, self.settings.broker_settings).start()
+        self.bootstrap = self.broker.bootstrap
+        self.broker_pid = self.broker.pid
+
+    def create_topic(self, name: str) -> None:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        topic = NewTopic(name, num_partitions=self.settings.partitions, replication_factor=-1)
+        try:
+            admin.create_topics([topic], operation_timeout=_ADMIN_TIMEOUT_S)[name].result(_ADMIN_TIMEOUT_S)
+        except KafkaException as exc:
+            raise BenchError(f"cannot create topic {name}: {exc.args[0].str()}") from None
+        self.topics.append(name)
+
+    def delete_topics(self) -> None:
+        if self.settings.bootstrap is None or not self.topics:
+            return
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        for future in admin.delete_topics(self.topics, operation_timeout=_ADMIN_TIMEOUT_S).values():
+            with contextlib.suppress(Exception):
+                future.result(_ADMIN_TIMEOUT_S)
+
+    def offsets(self, topic: str) -> list[tuple[int, int, int]]:
+        """(partition, log start, log end) of every partition of ``topic``."""
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "barnabas-bench-offsets"})
+        try:
+            metadata = consumer.list_topics(topic, timeout=_ADMIN_TIMEOUT_S)
+            partitions = sorted(metadata.topics[topic].partitions)
+            out = []
+            for p in partitions:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=_ADMIN_TIMEOUT_S)
+                out.append((p, low, high))
+            return out
+        except KafkaException as exc:
+            raise BenchError(f"cannot read the offsets of {topic}: {exc.args[0].str()}") from None
+        finally:
+            consumer.close()
+
+    # -- phases ---------------------------------------------------------------------------
+
+    def loopback(self, rep: int, direction: str) -> dict[str, Any]:
+        settings = self.settings
+        context = WorkerGroup("loopback").context
+        ports, results = context.Queue(), context.Queue()
+        job = LoopbackJob(direction, settings.record_size, settings.loopback_s, settings.loopback_in_flight)
+        server = context.Process(target=loopback_server, args=(job, ports, results), daemon=True)
+        client = None
+        label = f"loopback {direction} ({'client → server' if direction == 'ingress' else 'server → client'})"
+        try:
+            with self._task(label, settings.loopback_s) as task:
+                server.start()
+                port = ports.get(timeout=30)
+                meter = _CpuMeter(None, None)
+                client = context.Process(target=loopback_client, args=(job, port, results), daemon=True)
+                started = time.monotonic()
+                client.start()
+                got: dict[str, dict[str, Any]] = {}
+                deadline = started + settings.loopback_s + 60
+                while len(got) < 2:
+                    self.progress.update(task, completed=min(time.monotonic() - started, settings.loopback_s))
+                    with contextlib.suppress(Exception):
+                        item = results.get(timeout=0.25)
+                        got[item["role"]] = item
+                    if time.monotonic() > deadline or (client.exitcode not in (None, 0)):
+                        raise BenchError(f"{label}: the client failed (exit code {client.exitcode})")
+                measured = got["client"]
+                cpu = meter.finish(measured["cpu_s"] + got["server"]["cpu_s"])
+        finally:
+            for proc in (client, server):
+                if proc is not None and proc.pid is not None:
+                    proc.join(timeout=10)
+                    if proc.is_alive():
+                        proc.kill()
+                        proc.join()
+        seconds = measured["seconds"]
+        return {
+            "kind": "loopback",
+            "name": f"loopback {direction}",
+            "rep": rep,
+            "direction": direction,
+            "in_flight": settings.loopback_in_flight,
+            "frame_bytes": measured["frame_bytes"],
+            "frames": measured["frames"],
+            "bytes": measured["bytes"],
+            "wire_bytes": measured["wire_bytes"],
+            "seconds": round(seconds, 3),
+            "mb_per_s": round(measured["bytes"] / seconds / MB, 1),
+            "wire_mb_per_s": round(measured["wire_bytes"] / seconds / MB, 1),
+            "cpu": cpu,
+        }
+
+    def produce(self, rep: int, acks: str, producers: int) -> dict[str, Any]:
+        settings = self.settings
+        topic = f"bench-{self.run_id}-r{rep + 1}-acks{acks}-x{producers}"
+        self.create_topic(topic)
+        group = WorkerGroup(f"produce acks={acks} ×{producers}", self._alive_check)
+        record_size = settings.record_size
+        try:
+            for index in range(producers):
+                share = None
+                if settings.records is not None:
+                    share = settings.records // producers + (index < settings.records % producers)
+                duration = None if settings.records is not None else settings.duration_s
+                job = ProduceJob(self.bootstrap, topic, acks, settings.producer_overrides, record_size, duration, share)
+                group.add(producer_worker, job)
+            total = float(settings.records) if settings.records is not None else settings.duration_s
+            with self._task(f"produce acks={acks}, {producers} producer(s)", total) as task:
+                group.start()
+                with self._profiled(self._phase_id(rep, f"produce-acks{acks}-x{producers}")) as recorder:
+                    meter = _CpuMeter(self.broker_pid, recorder)
+                    began = time.monotonic()
+
+                    def tick() -> None:
+                        elapsed = max(time.monotonic() - began, 1e-9)
+                        done = group.progress()
+                        position = done if settings.records is not None else min(elapsed, settings.duration_s)
+                        self.progress.update(
+                            task, completed=position, rate=f"{done * record_size / elapsed / MB:7.1f} MB/s"
+                        )
+
+                    results = group.collect(settings.duration_s * 4 + 120 if settings.records is None else 3600, tick)
+                    cpu = meter.finish(sum(r["cpu_s"] for r in results))
+                    profile = self._profile_summary(recorder)
+        finally:
+            group.close()
+        failed = sum(r["failed"] for r in results)
+        if failed:
+            first = next(f for r in results for f in r["failures"])
+            raise BenchError(f"produce acks={acks}: {failed} records failed: {first}")
+        records = sum(r["records"] for r in results)
+        span = max(r["end"] for r in results) - min(r["start"] for r in results)
+        nbytes = sum(r["bytes"] for r in results)
+        return {
+            "kind": "produce",
+            "name": f"produce acks={acks} ×{producers}",
+            "rep": rep,
+            "topic": topic,
+            "acks": acks,
+            "producers": producers,
+            "partitions": settings.partitions,
+            "records": records,
+            "bytes": nbytes,
+            "seconds": round(span, 3),
+            "mb_per_s": round(nbytes / span / MB, 1),
+            "records_per_s": round(records / span),
+            "cpu": cpu,
+            "workers": [
+                {
+                    "records": r["records"],
+                    "seconds": round(r["end"] - r["start"], 3),
+                    "flush_seconds": round(r["end"] - r["produced"], 3),
+                    "cpu_s": round(r["cpu_s"], 2),
+                    "client_errors": r["client_errors"],
+                    "librdkafka": r["stats"],
+                }
+                for r in results
+            ],
+            "profile": profile,
+        }
+
+    def consume(self, rep: int, produced: list[dict[str, Any]]) -> dict[str, Any]:
+        settings = self.settings
+        partitions: list[tuple[str, int, int, int]] = []
+        for phase in produced:
+            offsets = self.offsets(phase["topic"])
+            stored = sum(high - low for _, low, high in offsets)
+            if stored != phase["records"]:
+                raise BenchError(
+                    f"{phase['topic']} holds {stored} records but the producers saw {phase['records']} acknowledged"
+                )
+            partitions += [(phase["topic"], p, low, high) for p, low, high in offsets if high > low]
+        expected = sum(high - low for _, _, low, high in partitions)
+        consumers = min(settings.consumers, max(len(partitions), 1))
+        group = WorkerGroup(f"consume ×{consumers}", self._alive_check)
+        record_size = settings.record_size
+        try:
+            for index in range(consumers):
+                assignment = partitions[index::consumers]
+                job = ConsumeJob(
+                    self.bootstrap, assignment, settings.consumer_overrides, record_size, _CONSUME_IDLE_TIMEOUT_S
+                )
+                group.add(consumer_worker, job)
+            with self._task(f"consume, {consumers} consumer(s)", expected) as task:
+                group.start()
+                with self._profiled(self._phase_id(rep, f"consume-x{consumers}")) as recorder:
+                    meter = _CpuMeter(self.broker_pid, recorder)
+                    began = time.monotonic()
+
+                    def tick() -> None:
+                        done = group.progress()
+                        elapsed = max(time.monotonic() - began, 1e-9)
+                        self.progress.update(
+                            task, completed=done, rate=f"{done * record_size / elapsed / MB:7.1f} MB/s"
+                        )
+
+                    results = group.collect(3600, tick)
+                    cpu = meter.finish(sum(r["cpu_s"] for r in results))
+                    profile = self._profile_summary(recorder)
+        finally:
+            group.close()
+        records = sum(r["records"] for r in results)
+        if records < expected:
+            raise BenchError(f"consume: read {records} of {expected} records")
+        span = max(r["end"] for r in results) - min(r["start"] for r in results)
+        nbytes = sum(r["bytes"] for r in results)
+        return {
+            "kind": "consume",
+            "name": f"consume ×{consumers}",
+            "rep": rep,
+            "topics": [p["topic"] for p in produced],
+            "consumers": consumers,
+            "partitions": len(partitions),
+            "records": records,
+            "bytes": nbytes,
+            "seconds": round(span, 3),
+            "mb_per_s": round(nbytes / span / MB, 1),
+            "records_per_s": round(records / span),
+            "cpu": cpu,
+            "workers": [
+                {
+                    "records": r["records"],
+                    "seconds": round(r["end"] - r["start"], 3),
+                    "cpu_s": round(r["cpu_s"], 2),
+                    "client_errors": r["client_errors"],
+                    "librdkafka": r["stats"],
+                }
+                for r in results
+            ],
+            "profile": profile,
+        }
+
+    def _profile_summary(self, recorder: PySpyRecorder | None) -> dict[str, Any] | None:
+        if recorder is None:
+            return None
+        path = recorder.stop()
+        if path is None:
+            raise BenchError(f"py-spy wrote no profile to {recorder.output}")
+        return summarise_speedscope(path, recorder.seconds)
+
+    # -- the whole run --------------------------------------------------------------------
+
+    def _quiet(self) -> dict[str, float] | None:
+        if self.settings.wait_idle_s <= 0:
+            return None
+        with self._task("waiting for a quiet machine", self.settings.wait_idle_s):
+            return self.wait_quiet()
+
+    def repetition(self, rep: int) -> None:
+        settings = self.settings
+        ceiling: dict[str, float] = {}
+        if not settings.skip_loopback:
+            for direction in ("ingress", "egress"):
+                quiet = self._quiet()
+                phase = self.loopback(rep, direction)
+                phase["quiet_wait"] = quiet
+                ceiling[direction] = phase["mb_per_s"]
+                self.phases.append(phase)
+        produced = []
+        for acks in settings.acks:
+            for producers in settings.producers:
+                quiet = self._quiet()
+                phase = self.produce(rep, acks, producers)
+                phase["quiet_wait"] = quiet
+                if "ingress" in ceiling:
+                    phase["ratio_to_ceiling"] = round(phase["mb_per_s"] / ceiling["ingress"], 3)
+                _cpu_per_mb(phase)
+                self.phases.append(phase)
+                produced.append(phase)
+        if not settings.skip_consume and produced:
+            quiet = self._quiet()
+            phase = self.consume(rep, produced)
+            phase["quiet_wait"] = quiet
+            _cpu_per_mb(phase)
+            if "egress" in ceiling:
+                phase["ratio_to_ceiling"] = round(phase["mb_per_s"] / ceiling["egress"], 3)
+            if "ingress" in ceiling:
+                phase["ratio_to_ingress_ceiling"] = round(phase["mb_per_s"] / ceiling["ingress"], 3)
+            self.phases.append(phase)
+
+
+def _cpu_per_mb(phase: dict[str, Any]) -> None:
+    """Add CPU milliseconds per MB moved: less sensitive to other load than the rate itself."""
+    for who in ("broker", "clients"):
+        cores = phase["cpu"].get(who)
+        if cores is not None and phase["mb_per_s"] > 0:
+            phase[f"{who}_cpu_ms_per_mb"] = round(cores / phase["mb_per_s"] * 1000, 2)
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {
+        "min": round(min(values), 3),
+        "median": round(statistics.median(values), 3),
+        "max": round(max(values), 3),
+    }
+
+
+def summarise(phases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per distinct phase name: the spread over repetitions of its rates and CPU use."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for phase in phases:
+        rows.setdefault(phase["name"], []).append(phase)
+    out = []
+    for name, group in rows.items():
+        first = group[0]
+        row: dict[str, Any] = {"name": name, "kind": first["kind"], "runs": len(group)}
+        row["mb_per_s"] = _spread([p["mb_per_s"] for p in group])
+        if "records_per_s" in first:
+            row["records_per_s"] = _spread([p["records_per_s"] for p in group])
+        if all("ratio_to_ceiling" in p for p in group):
+            row["ratio_to_ceiling"] = _spread([p["ratio_to_ceiling"] for p in group])
+        for key in ("broker_cpu_ms_per_mb", "clients_cpu_ms_per_mb"):
+            values = [p[key] for p in group if p.get(key) is not None]
+            if values:
+                row[key] = _spread(values)
+        for key in ("broker", "clients", "kernel_threads", "other", "steal"):
+            values = [p["cpu"][key] for p in group if p["cpu"].get(key) is not None]
+            if values:
+                row[f"{key}_cores"] = _spread(values)
+        if first["kind"] == "produce":
+            row["aim_mb_per_s"] = PRODUCE_AIM_MB_S
+        elif first["kind"] == "consume":
+            row["aim_mb_per_s"] = CONSUME_AIM_MB_S
+        if "aim_mb_per_s" in row:
+            row["aim_met"] = row["mb_per_s"]["median"] >= row["aim_mb_per_s"]
+        out.append(row)
+    return out
+
+
+def _headline(summary: list[dict[str, Any]]) -> dict[str, Any]:
+    """The best median per kind (and per acks for produce): what the aims are judged on."""
+
+    def best(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+        if not rows:
+            return None
+        top = max(rows, key=lambda r: r["mb_per_s"]["median"])
+        return {"phase": top["name"], "mb_per_s": top["mb_per_s"], "ratio_to_ceiling": top.get("ratio_to_ceiling")}
+
+    produce = [r for r in summary if r["kind"] == "produce"]
+    headline: dict[str, Any] = {
+        "loopback_ingress": best([r for r in summary if r["name"] == "loopback ingress"]),
+        "loopback_egress": best([r for r in summary if r["name"] == "loopback egress"]),
+        "consume": best([r for r in summary if r["kind"] == "consume"]),
+    }
+    for acks in sorted({r["name"].split("acks=")[1].split()[0] for r in produce}):
+        headline[f"produce_acks_{acks}"] = best([r for r in produce if f"acks={acks} " in r["name"]])
+    return headline
+
+
+def run_benchmark(settings: BenchSettings, console: Console | None = None) -> dict[str, Any]:
+    """Run the benchmark and return the report (also written under ``settings.output``).
+
+    Raises:
+        BenchError: the broker, a client or a check failed; the message is one line.
+    """
+    settings.validate()
+    console = console or Console(stderr=True)
+    settings.output.mkdir(parents=True, exist_ok=True)
+    run_id = time.strftime("%Y%m%d-%H%M%S")
+    started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    began = time.monotonic()
+    progress = Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+        console=console, disable=not settings.show_progress, refresh_per_second=2,
+    )  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="barnabas-bench-") as scratch:
+        data_dir = Path(scratch) / "data"
+        with progress:
+            with contextlib.ExitStack() as cleanup:
+                task = progress.add_task("checking machine load", total=1, rate="")
+                load_before = busy_processes(1.0)
+                progress.remove_task(task)
+                run = _Run(settings, console, progress, run_id)
+                cleanup.callback(lambda: run.broker.stop() if run.broker else None)
+                run.start_broker(data_dir)
+                cleanup.callback(run.delete_topics)
+                for rep in range(settings.runs):
+                    run.repetition(rep)
+            load_after = busy_processes(1.0)
+        env = environment(data_dir.parent if settings.bootstrap is None else None)
+    env["load_before"] = load_before
+    env["load_after"] = load_after
+    summary = summarise(run.phases)
+    settings_out = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(settings).items()}
+    settings_out["bootstrap"] = settings.bootstrap or "started by the benchmark"
+    return {
+        "schema": 1,
+        "run_id": run_id,
+        "started_at": started_at,
+        "seconds": round(time.monotonic() - began, 1),
+        "units": {"mb_per_s": "10^6 bytes of record values per second", "cores": "CPU-seconds per second"},
+        "aims": {"produce_mb_per_s": PRODUCE_AIM_MB_S, "consume_mb_per_s": CONSUME_AIM_MB_S},
+        "settings": settings_out,
+        "environment": env,
+        "headline": _headline(summary),
+        "summary": summary,
+        "phases": run.phases,
+    }
