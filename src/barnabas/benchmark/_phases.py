@@ -77,8 +77,8 @@ class WorkerGroup:
                 except queue.Empty:
                     raise BenchError(f"{self.label}: {dead[0].name} exited with code {dead[0].exitcode}") from None
 
-    def start(self, tick: Callable[[], None] = lambda: None) -> float:
-        """Wait until every worker is ready, release them all; the monotonic time of the release."""
+    def wait_ready(self, tick: Callable[[], None] = lambda: None) -> None:
+        """Wait until every worker has connected and is waiting for ``release``."""
         ready = 0
         deadline = time.monotonic() + _READY_TIMEOUT_S
         while ready < len(self.procs):
@@ -86,6 +86,9 @@ class WorkerGroup:
             if kind == "error":
                 raise BenchError(str(payload))
             ready += kind == "ready"
+
+    def release(self) -> float:
+        """Start every worker at once; the monotonic time of the release."""
         released = time.monotonic()
         self.go.set()
         return released

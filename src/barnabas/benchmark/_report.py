@@ -82,6 +82,12 @@ def rich_table(report: dict[str, Any]) -> Table:
     return table
 
 
+def _source(source: dict[str, Any] | None) -> str:
+    if not source:
+        return ""
+    return f"; source {source['commit'][:10]} + {source['changed_files']} changed files under src/barnabas"
+
+
 def markdown_report(report: dict[str, Any]) -> str:
     """The whole report as a markdown page."""
     env = report["environment"]
@@ -95,7 +101,7 @@ def markdown_report(report: dict[str, Any]) -> str:
         f"- started {report['started_at']}, took {report['seconds']} s",
         f"- machine: {env['cpu_model']}, {env['cpu_count']} cores ({env['cpus_usable']} usable), "
         f"{env['memory_mb']} MB, {env['os']}, data dir on {env.get('data_dir_filesystem') or '?'}",
-        f"- {env['python']}; {versions}",
+        f"- {env['python']}; {versions}{_source(env.get('source'))}",
         f"- load before: loadavg {', '.join(f'{x:.2f}' for x in load.get('loadavg', []))}, "
         f"busy {load.get('busy_cores')} cores, steal {load.get('steal_cores')}; busiest: {busiest}",
         f"- workload: {settings['record_size']} B records, {settings['partitions']} partitions per topic, "

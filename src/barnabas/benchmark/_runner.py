@@ -45,6 +45,7 @@ __all__ = ["run_benchmark"]
 
 MB = 1_000_000
 _ADMIN_TIMEOUT_S = 30.0
+_REACH_TIMEOUT_S = 15.0
 #: "Quiet" for --wait-idle: the machine's busy cores, outside the (idle) broker, at most this.
 _QUIET_CORES = 0.3
 _CONSUME_IDLE_TIMEOUT_S = 60.0
@@ -109,8 +110,11 @@ class _Run:
 
     def _alive_check(self) -> str | None:
         if self.broker is not None and not self.broker.alive():
+            assert self.broker.proc is not None
             last = self.broker.last_lines(1)
-            return f"the broker exited ({last[0] if last else 'no output'})"
+            return (
+                f"the broker exited with code {self.broker.proc.returncode}; its last line: {last[0] if last else '-'}"
+            )
         return None
 
     @contextlib.contextmanager
@@ -166,26 +170,39 @@ class _Run:
         self.bootstrap = self.broker.bootstrap
         self.broker_pid = self.broker.pid
 
+    def _client_config(self) -> dict[str, Any]:
+        # librdkafka logs connection failures to stderr itself; errors reach us as exceptions.
+        return {"bootstrap.servers": self.bootstrap, "log_level": 0}
+
+    def check_reachable(self) -> None:
+        """Raise BenchError unless the bootstrap broker answers a Metadata request."""
+        try:
+            AdminClient(self._client_config()).list_topics(timeout=_REACH_TIMEOUT_S)
+        except KafkaException as exc:
+            raise BenchError(f"cannot reach {self.bootstrap}: {exc.args[0].str()}") from None
+
     def create_topic(self, name: str) -> None:
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(self._client_config())
         topic = NewTopic(name, num_partitions=self.settings.partitions, replication_factor=-1)
         try:
             admin.create_topics([topic], operation_timeout=_ADMIN_TIMEOUT_S)[name].result(_ADMIN_TIMEOUT_S)
         except KafkaException as exc:
             raise BenchError(f"cannot create topic {name}: {exc.args[0].str()}") from None
+        except TimeoutError:
+            raise BenchError(f"cannot create topic {name}: no answer within {_ADMIN_TIMEOUT_S:.0f} s") from None
         self.topics.append(name)
 
     def delete_topics(self) -> None:
         if self.settings.bootstrap is None or not self.topics:
             return
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(self._client_config())
         for future in admin.delete_topics(self.topics, operation_timeout=_ADMIN_TIMEOUT_S).values():
             with contextlib.suppress(Exception):
                 future.result(_ADMIN_TIMEOUT_S)
 
     def offsets(self, topic: str) -> list[tuple[int, int, int]]:
         """(partition, log start, log end) of every partition of ``topic``."""
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "barnabas-bench-offsets"})
+        consumer = Consumer({**self._client_config(), "group.id": "barnabas-bench-offsets"})
         try:
             metadata = consumer.list_topics(topic, timeout=_ADMIN_TIMEOUT_S)
             partitions = sorted(metadata.topics[topic].partitions)
@@ -268,10 +285,11 @@ class _Run:
                 group.add(producer_worker, job)
             total = float(settings.records) if settings.records is not None else settings.duration_s
             with self._task(f"produce acks={acks}, {producers} producer(s)", total) as task:
-                group.start()
+                group.wait_ready()
+                # py-spy attaches (and the CPU meter starts) before the workers are released.
                 with self._profiled(self._phase_id(rep, f"produce-acks{acks}-x{producers}")) as recorder:
                     meter = _CpuMeter(self.broker_pid, recorder)
-                    began = time.monotonic()
+                    began = group.release()
 
                     def tick() -> None:
                         elapsed = max(time.monotonic() - began, 1e-9)
@@ -344,10 +362,11 @@ class _Run:
                 )
                 group.add(consumer_worker, job)
             with self._task(f"consume, {consumers} consumer(s)", expected) as task:
-                group.start()
+                group.wait_ready()
+                # py-spy attaches (and the CPU meter starts) before the workers are released.
                 with self._profiled(self._phase_id(rep, f"consume-x{consumers}")) as recorder:
                     meter = _CpuMeter(self.broker_pid, recorder)
-                    began = time.monotonic()
+                    began = group.release()
 
                     def tick() -> None:
                         done = group.progress()
@@ -510,11 +529,21 @@ def _headline(summary: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_benchmark(settings: BenchSettings, console: Console | None = None) -> dict[str, Any]:
-    """Run the benchmark and return the report (also written under ``settings.output``).
+    """Run the benchmark and return the report (written by the caller with ``write_report``).
 
     Raises:
         BenchError: the broker, a client or a check failed; the message is one line.
     """
+    try:
+        return _run_benchmark(settings, console)
+    except (BenchError, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        # Anything else is still one line for the command; the cause stays chained.
+        raise BenchError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _run_benchmark(settings: BenchSettings, console: Console | None) -> dict[str, Any]:
     settings.validate()
     console = console or Console(stderr=True)
     settings.output.mkdir(parents=True, exist_ok=True)
@@ -535,6 +564,7 @@ def run_benchmark(settings: BenchSettings, console: Console | None = None) -> di
                 run = _Run(settings, console, progress, run_id)
                 cleanup.callback(lambda: run.broker.stop() if run.broker else None)
                 run.start_broker(data_dir)
+                run.check_reachable()
                 cleanup.callback(run.delete_topics)
                 for rep in range(settings.runs):
                     run.repetition(rep)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -168,6 +169,29 @@ def _filesystem_of(path: Path) -> str | None:
     return best[1] if best else None
 
 
+def _source_revision() -> dict[str, Any] | None:
+    """The git commit of the barnabas source being measured and how many of its files differ.
+
+    Read-only git calls, only when the package sits in a git work tree (an editable install);
+    None for an installed wheel or without git.
+    """
+    package = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(package), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "-C", str(package), "status", "--porcelain", "--", "."],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit, "changed_files": len(status)}
+
+
 def environment(data_dir: Path | None) -> dict[str, Any]:
     """CPU, memory, OS, Python and library versions of this machine."""
     memory_mb = None
@@ -187,6 +211,7 @@ def environment(data_dir: Path | None) -> dict[str, Any]:
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "python_executable": sys.executable,
         "data_dir_filesystem": _filesystem_of(data_dir) if data_dir else None,
+        "source": _source_revision(),
         "versions": {
             "barnabas": __version__,
             "confluent-kafka": confluent_kafka.version()[0],

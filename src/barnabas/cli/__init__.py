@@ -8,12 +8,12 @@ from collections.abc import Sequence
 
 from barnabas import __version__
 
-from . import broker, consume, produce, topics
+from . import bench, broker, consume, produce, topics
 from .errors import CliError
 
 __all__ = ["main"]
 
-SUBCOMMANDS = (broker, topics, produce, consume)
+SUBCOMMANDS = (broker, topics, produce, consume, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -92,7 +92,8 @@ class AppendResult:
 class ReadResult:
     """Whole batches read from one segment, and the offsets a Fetch response reports."""
 
-    records: bytes
+    #: A view when the read was trimmed to whole batches, so the bytes are never copied twice.
+    records: bytes | memoryview
     #: The offset after the last batch returned (the requested offset when nothing was).
     next_offset: int
     high_watermark: int
@@ -470,10 +471,10 @@ class PartitionLog:
                 if header.last_offset >= limit:
                     break
                 end, next_offset = position + header.size, header.next_offset
-            return self._read_result(data if end == len(data) else data[:end], next_offset)
+            return self._read_result(data if end == len(data) else memoryview(data)[:end], next_offset)
         return self._read_result(b"", offset)
 
-    def _read_result(self, records: bytes, next_offset: int) -> ReadResult:
+    def _read_result(self, records: bytes | memoryview, next_offset: int) -> ReadResult:
         return ReadResult(records, next_offset, self._high_watermark, self._log_start_offset, self._log_end_offset)
 
     def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:

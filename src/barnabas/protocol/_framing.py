@@ -82,7 +82,8 @@ class FrameReader:
         end = start + 4 + size
         if len(buffer) < end:
             return self._need_data(available)
-        frame = bytes(buffer[start + 4 : end])
+        with memoryview(buffer) as view:  # one copy (a bytearray slice would copy twice)
+            frame = bytes(view[start + 4 : end])
         if end >= _COMPACT_AT:
             del buffer[:end]
             self._start = 0
