@@ -15,13 +15,22 @@ from barnabas.cluster import PartitionState, ProducerIdAllocator, Topic, TopicSt
 from barnabas.config import BrokerConfig, log_config_for
 from barnabas.coordination import Storage
 from barnabas.log import LogConfig, LogManager, PartitionLog
+from barnabas.protocol import ErrorCode
 
 from .purgatory import FetchWaiters
 
 if TYPE_CHECKING:
     from .registry import ApiRegistry
 
-__all__ = ["BrokerState", "Endpoint"]
+__all__ = ["BrokerState", "Endpoint", "LeaderPartition"]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderPartition:
+    """A partition this broker leads: its log and its state (leader epoch, ISR)."""
+
+    log: PartitionLog
+    state: PartitionState
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,3 +75,26 @@ class BrokerState:
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get(topic, partition)
+
+    def leader_partition(
+        self, topic: str, partition: int, current_leader_epoch: int = -1
+    ) -> LeaderPartition | ErrorCode:
+        """The partition if this broker leads it, else the error a leader-only request gets.
+
+        Kafka's ReplicaManager.getPartitionOrError plus its leader-epoch check (KIP-320): an unknown
+        topic or partition is UNKNOWN_TOPIC_OR_PARTITION, another broker's partition is
+        NOT_LEADER_OR_FOLLOWER, and a ``current_leader_epoch`` (-1 means unchecked) older than the
+        leader's is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
+        """
+        topic_metadata = self.topic(topic)
+        if topic_metadata is None or partition not in topic_metadata.assignment:
+            return ErrorCode.unknown_topic_or_partition
+        partition_state = self.partition_state(topic, partition)
+        partition_log = self.logs.get(topic, partition)
+        if partition_state is None or partition_log is None or partition_state.leader != self.broker_id:
+            return ErrorCode.not_leader_or_follower
+        if current_leader_epoch >= 0 and current_leader_epoch != partition_state.leader_epoch:
+            if current_leader_epoch < partition_state.leader_epoch:
+                return ErrorCode.fenced_leader_epoch
+            return ErrorCode.unknown_leader_epoch
+        return LeaderPartition(partition_log, partition_state)

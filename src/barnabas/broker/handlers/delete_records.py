@@ -27,13 +27,11 @@ def handle(state: BrokerState, request: Request) -> bytes:
         for requested in topic.partitions:
             index = int(requested.partition_index)
             code, low_watermark = ErrorCode.none, -1
-            partition_state = state.partition_state(topic.name, index)
-            partition_log = state.partition_log(topic.name, index)
-            if partition_state is None:
-                code = ErrorCode.unknown_topic_or_partition
-            elif partition_log is None or partition_state.leader != state.broker_id:
-                code = ErrorCode.not_leader_or_follower
+            found = state.leader_partition(topic.name, index)
+            if isinstance(found, ErrorCode):
+                code = found
             else:
+                partition_log = found.log
                 offset = int(requested.offset)
                 target = partition_log.high_watermark if offset == -1 else offset
                 try:

@@ -33,23 +33,12 @@ def _read_partition(
     state: BrokerState, topic_name: str, partition: Any, limit: int, *, first: bool, read_committed: bool
 ) -> FetchPartitionResult:
     index = int(partition.partition)
-    topic = state.topic(topic_name)
-    if topic is None or index not in topic.assignment:
-        return _error(index, ErrorCode.unknown_topic_or_partition)
-    partition_state = state.partition_state(topic_name, index)
-    partition_log = state.partition_log(topic_name, index)
-    if partition_log is None or partition_state is None or partition_state.leader != state.broker_id:
-        return _error(index, ErrorCode.not_leader_or_follower)
+    found = state.leader_partition(topic_name, index, int(getattr(partition, "current_leader_epoch", -1)))
+    if isinstance(found, ErrorCode):
+        return _error(index, found)  # Kafka reports high watermark -1 with any partition error
+    partition_log = found.log
     high_watermark = partition_log.high_watermark
     log_start = partition_log.log_start_offset
-    requested_epoch = int(getattr(partition, "current_leader_epoch", -1))
-    if requested_epoch >= 0 and requested_epoch != partition_state.leader_epoch:
-        code = (
-            ErrorCode.fenced_leader_epoch
-            if requested_epoch < partition_state.leader_epoch
-            else ErrorCode.unknown_leader_epoch
-        )
-        return _error(index, code, high_watermark, log_start)
     max_bytes = min(int(partition.partition_max_bytes), limit)
     try:
         result = partition_log.read(

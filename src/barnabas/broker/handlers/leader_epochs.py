@@ -24,19 +24,12 @@ def handle(state: BrokerState, request: Request) -> bytes:
         for requested in topic.partitions:
             index = int(requested.partition)
             code, epoch, end_offset = ErrorCode.none, -1, -1
-            partition_state = state.partition_state(topic.topic, index)
-            partition_log = state.partition_log(topic.topic, index)
             current = int(getattr(requested, "current_leader_epoch", -1))
-            if partition_state is None:
-                code = ErrorCode.unknown_topic_or_partition
-            elif partition_log is None or partition_state.leader != state.broker_id:
-                code = ErrorCode.not_leader_or_follower
-            elif current >= 0 and current < partition_state.leader_epoch:
-                code = ErrorCode.fenced_leader_epoch
-            elif current > partition_state.leader_epoch:
-                code = ErrorCode.unknown_leader_epoch
+            found = state.leader_partition(topic.topic, index, current)
+            if isinstance(found, ErrorCode):
+                code = found
             else:
-                epoch, end_offset = partition_log.end_offset_for_epoch(int(requested.leader_epoch))
+                epoch, end_offset = found.log.end_offset_for_epoch(int(requested.leader_epoch))
             partitions.append(
                 make(
                     types.EpochEndOffset,

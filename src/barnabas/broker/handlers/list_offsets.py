@@ -61,20 +61,13 @@ def handle(state: BrokerState, request: Request) -> bytes:
                 "offset": -1,
                 "leader_epoch": -1,
             }
-            partition_state = state.partition_state(topic.name, index)
-            partition_log = state.partition_log(topic.name, index)
-            current = int(getattr(requested, "current_leader_epoch", -1))
-            if partition_state is None:
-                fields["error_code"] = ErrorCode.unknown_topic_or_partition
-            elif partition_log is None or partition_state.leader != state.broker_id:
-                fields["error_code"] = ErrorCode.not_leader_or_follower
-            elif current >= 0 and current != partition_state.leader_epoch:
-                fields["error_code"] = (
-                    ErrorCode.fenced_leader_epoch
-                    if current < partition_state.leader_epoch
-                    else ErrorCode.unknown_leader_epoch
-                )
+            found_partition = state.leader_partition(
+                topic.name, index, int(getattr(requested, "current_leader_epoch", -1))
+            )
+            if isinstance(found_partition, ErrorCode):
+                fields["error_code"] = found_partition
             else:
+                partition_log, partition_state = found_partition.log, found_partition.state
                 timestamp = int(requested.timestamp)
                 found: tuple[int, int] | None
                 if timestamp == LATEST:

@@ -35,15 +35,13 @@ def _failure(index: int, code: ErrorCode, message: str | None = None) -> Produce
 def append_partition(
     state: BrokerState, topic_name: str, index: int, records: bytes | None, *, acks: int, now_ms: int
 ) -> ProducePartitionResult:
-    topic = state.topic(topic_name)
-    if topic is None or index not in topic.assignment:
-        return _failure(index, ErrorCode.unknown_topic_or_partition)
-    partition_state = state.partition_state(topic_name, index)
-    partition_log = state.partition_log(topic_name, index)
-    if partition_log is None or partition_state is None or partition_state.leader != state.broker_id:
-        return _failure(index, ErrorCode.not_leader_or_follower)
+    partition = state.leader_partition(topic_name, index)
+    if isinstance(partition, ErrorCode):
+        return _failure(index, partition)
+    partition_state, partition_log = partition.state, partition.log
     if acks == -1:
-        min_isr = int(topic.config.get("min.insync.replicas", state.config["min.insync.replicas"]))
+        overrides = state.topics.topics[topic_name].config
+        min_isr = int(overrides.get("min.insync.replicas", state.config["min.insync.replicas"]))
         if len(partition_state.isr) < min_isr:
             return _failure(
                 index,
