@@ -11,6 +11,11 @@ from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
+from kio.schema.offset_for_leader_epoch.v4.request import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
 
 from barnabas.protocol import iter_batch_headers
 from tests.support.broker_process import BrokerProcess
@@ -28,6 +33,8 @@ from tests.support.requests import (
 )
 
 pytestmark = pytest.mark.timeout(60)
+
+OFFSET_FOR_LEADER_EPOCH = 23
 
 
 @pytest.fixture
@@ -142,3 +149,32 @@ def test_unknown_partition_does_not_hold_back_the_others(shared_broker: BrokerPr
     good, missing = response.responses[0].partitions
     assert missing.error_code == ErrorCode.unknown_topic_or_partition
     assert [offset for offset, _ in batches_in(good)] == [0]
+
+
+def offset_for_leader_epoch(client: RawKafkaClient, topic: str, leader_epoch: int, current: int = -1) -> Any:
+    request = OffsetForLeaderEpochRequest(
+        replica_id=-1,
+        topics=(
+            OffsetForLeaderTopic(
+                topic=topic,
+                partitions=(
+                    OffsetForLeaderPartition(partition=0, current_leader_epoch=current, leader_epoch=leader_epoch),
+                ),
+            ),
+        ),
+    )
+    (topic_result,) = client.request(OFFSET_FOR_LEADER_EPOCH, 4, request).topics
+    (partition,) = topic_result.partitions
+    return partition
+
+
+def test_offset_for_leader_epoch(shared_broker: BrokerProcess, topic: str) -> None:
+    produce_batches(shared_broker, topic, 2, 100)
+    with connect(shared_broker) as client:
+        current = offset_for_leader_epoch(client, topic, 0)
+        assert (current.error_code, current.leader_epoch, current.end_offset) == (ErrorCode.none, 0, 6)
+        # An epoch the partition never had, above its latest: undefined, as Kafka answers.
+        future = offset_for_leader_epoch(client, topic, 3)
+        assert (future.error_code, future.leader_epoch, future.end_offset) == (ErrorCode.none, -1, -1)
+        fenced = offset_for_leader_epoch(client, topic, 0, current=9)
+        assert fenced.error_code == ErrorCode.unknown_leader_epoch
