@@ -1,0 +1,1 @@
+"""One module per coordination backend, each exporting ``async def open_backend(url) -> Metastore``."""
