@@ -1,62 +1,75 @@
-"""Pluggable coordination (KIP-30): storage now; membership, election and listeners next.
+"""Pluggable coordination (KIP-30): storage, leader election, group membership, listeners.
 
-Backends are chosen by URL scheme. This package knows nothing about Kafka.
+Backends implement one small contract (``api.Metastore``: versioned keys, atomic commits, sessions
+with ephemeral keys, watch hints) and are chosen by URL; the four KIP-30 interfaces are recipes
+written once over it. This package knows nothing about Kafka.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from urllib.parse import urlsplit
-
+from .api import (
+    Changed,
+    Check,
+    Delete,
+    Metastore,
+    Op,
+    Put,
+    Resync,
+    Session,
+    SessionState,
+    Versioned,
+    WatchEvent,
+)
+from .election import Fence, Leader, LeaderElection
 from .errors import (
     CoordinationError,
+    FencedError,
     KeyExistsError,
     NoSuchKeyError,
+    SessionLostError,
     UnavailableError,
     UnsupportedBackendError,
     VersionConflictError,
 )
-from .storage import Storage, Versioned
+from .listeners import ListenerRegistry, Registration
+from .membership import GroupMembership
+from .registry import BACKENDS, backend_for, open_metastore
+from .storage import Storage
 
 __all__ = [
+    "BACKENDS",
+    "Changed",
+    "Check",
     "CoordinationError",
+    "Delete",
+    "Fence",
+    "FencedError",
+    "GroupMembership",
     "KeyExistsError",
+    "Leader",
+    "LeaderElection",
+    "ListenerRegistry",
+    "Metastore",
     "NoSuchKeyError",
+    "Op",
+    "Put",
+    "Registration",
+    "Resync",
+    "Session",
+    "SessionLostError",
+    "SessionState",
     "Storage",
     "UnavailableError",
     "UnsupportedBackendError",
     "VersionConflictError",
     "Versioned",
+    "WatchEvent",
+    "backend_for",
+    "open_metastore",
     "open_storage",
-    "validate_url",
 ]
-
-SCHEMES = ("sqlite",)
-
-
-def validate_url(url: str) -> None:
-    """Check that ``url`` names a backend this build has.
-
-    Raises:
-        UnsupportedBackendError: unknown scheme or missing path.
-    """
-    parts = urlsplit(url)
-    if parts.scheme not in SCHEMES:
-        raise UnsupportedBackendError(
-            f"coordination URL {url!r}: unknown scheme {parts.scheme!r} (supported: {', '.join(SCHEMES)})"
-        )
-    if not parts.path:
-        raise UnsupportedBackendError(f"coordination URL {url!r} has no database path")
 
 
 async def open_storage(url: str) -> Storage:
-    """Open the Storage backend named by ``url`` (``sqlite:///path/to/file.db``).
-
-    Raises:
-        UnsupportedBackendError: the URL names no known backend.
-        UnavailableError: the backend cannot be opened.
-    """
-    validate_url(url)
-    from .sqlite import SqliteStorage
-
-    return await SqliteStorage.open(Path(urlsplit(url).path))
+    """KIP-30 storage on the backend named by ``url`` (see ``open_metastore``)."""
+    return Storage(await open_metastore(url))

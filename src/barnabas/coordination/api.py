@@ -33,7 +33,7 @@ process is stopped (SIGSTOP) longer than its TTL (the lease expires; fencing kee
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -170,10 +170,11 @@ class Metastore(Protocol):
         """Start a lease kept alive in the background until closed or lost."""
         ...
 
-    def watch(self, prefix: str) -> AsyncIterator[WatchEvent]:
+    def watch(self, prefix: str) -> AsyncGenerator[WatchEvent, None]:
         """Hints about changes under ``prefix``: ``Resync()`` first, then ``Changed``/``Resync``.
 
-        The iterator runs until the consumer stops iterating (``aclose()``) or the metastore closes.
+        An async generator (write it as ``async def … yield``): it runs until the consumer calls
+        ``aclose()`` or the metastore closes, and ``aclose()`` releases everything it holds.
         """
         ...
 

@@ -1,0 +1,1 @@
+"""Test kits for coordination backends: contract checks, linearizability, fault injection."""

@@ -1,0 +1,47 @@
+"""A process that joins a group (and optionally runs for an election), then waits to be killed.
+
+The contract checks run it as a real subprocess and kill it with SIGKILL, because only a dead
+process proves that a backend notices death without the process's cooperation:
+
+    python -m barnabas.coordination.testing.member URL GROUP MEMBER TTL [--elect NAME]
+
+It prints ``ready <session id> [<epoch>]`` once joined (and elected), then sleeps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from ..election import LeaderElection
+from ..membership import GroupMembership
+from ..registry import open_metastore
+
+
+async def _main(args: argparse.Namespace) -> None:
+    metastore = await open_metastore(args.url)
+    session = await metastore.open_session(args.ttl)
+    await GroupMembership(metastore, args.group).join(session, args.member, b"pid")
+    line = f"ready {session.id}"
+    if args.elect:
+        fence = await LeaderElection(metastore, args.elect).nominate(session, args.member)
+        line += f" {fence.epoch}"
+    print(line, flush=True)
+    await asyncio.Event().wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("url")
+    parser.add_argument("group")
+    parser.add_argument("member")
+    parser.add_argument("ttl", type=float)
+    parser.add_argument("--elect", metavar="NAME", help="also run for this election and wait to win")
+    args = parser.parse_args(argv)
+    asyncio.run(_main(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
