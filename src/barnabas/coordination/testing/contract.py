@@ -87,13 +87,14 @@ async def check_conflicts_raise_the_right_errors(target: Target) -> None:
     async with opened(target) as metastore:
         storage = Storage(metastore)
         await storage.put_if_absent("c/a", b"1")
-        for attempt, error, key in (
+        attempts: tuple[tuple[Callable[[], Awaitable[object]], type[VersionConflictError], str], ...] = (
             (lambda: storage.put_if_absent("c/a", b"x"), KeyExistsError, "c/a"),
             (lambda: storage.update_if_exists("c/missing", b"x"), NoSuchKeyError, "c/missing"),
             (lambda: storage.compare_and_set("c/missing", b"x", 1), NoSuchKeyError, "c/missing"),
             (lambda: storage.compare_and_set("c/a", b"x", 7), VersionConflictError, "c/a"),
             (lambda: storage.delete("c/a", expected_version=2), VersionConflictError, "c/a"),
-        ):
+        )
+        for attempt, error, key in attempts:
             try:
                 await attempt()
             except error as exc:
@@ -156,8 +157,8 @@ async def check_ephemeral_keys_follow_their_session(target: Target) -> None:
         states: list[SessionState] = []
         session.add_state_listener(states.append)
         await session.close()
-        assert session.state is SessionState.LOST
         assert states == [SessionState.LOST], states
+        assert session.state.value == SessionState.LOST.value
 
         async def gone() -> bool:
             return await observer.get("e/k") is None
