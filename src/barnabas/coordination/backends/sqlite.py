@@ -44,7 +44,7 @@ T = TypeVar("T")
 _Changes = list[tuple[int, str]]  # (revision, key); a module alias because the class defines ``list``
 
 #: Seconds between polls of the revision (watch latency is about half of it).
-POLL_INTERVAL_S = 0.05
+POLL_INTERVAL_S = 0.02
 #: Seconds between reaper passes (how soon a dead process's ephemeral keys go).
 REAP_INTERVAL_S = 0.2
 #: Change-log rows kept behind the newest revision.
