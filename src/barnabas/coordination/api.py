@@ -19,11 +19,17 @@ What every backend guarantees:
   fixed when the key is created; a later ``Put`` keeps it.
 - **Session states** (kazoo's three, mapped in one place per backend): CONNECTED; SUSPENDED when the
   backend cannot be reached and the lease may or may not still hold (do not act as leader); LOST
-  when the lease is known to have ended (its ephemeral keys are gone). LOST is final.
+  when the lease has ended or is known to end within its TTL (its ephemeral keys are gone, or go
+  once the backend notices). LOST is final. ``ttl_s`` is the TTL the backend granted, which may be
+  rounded up from what was asked (etcd: whole seconds and a minimum).
+- **Closing a session** never raises: when the backend is unreachable, its keys go when the lease
+  expires instead of at once.
 - **Watches are hints.** ``watch(prefix)`` yields ``Changed(keys)`` after keys under the prefix
-  changed, and ``Resync()`` whenever the stream may have missed something (always first, then after
-  a reconnect, a compaction or a pruned change log). A consumer re-reads state on every event; it
-  never applies an event as a delta.
+  changed, and ``Resync()`` whenever the stream may have missed something (always first; after a
+  reconnect either Resync or a replay of what was missed; after a compaction or a pruned change
+  log, Resync). A consumer re-reads state on every event; it never applies an event as a delta.
+  A watch is an async generator: cancelling a pending ``anext()`` ends it (Python's rule), so a
+  consumer that times out on a watch must open a new one to keep watching.
 
 What no backend guarantees: ordering of notifications across different watches, delivery of
 every intermediate version of a key (changes may be coalesced), or liveness of a session whose
