@@ -30,6 +30,7 @@ system-deps:
 test-deps: $(TEST_STAMP) system-deps
 	bash tests/interop/node/install.sh
 	bash tests/interop/java/build.sh
+	bash tests/contract/servers/cassandra/build.sh
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check src tests bench

@@ -12,7 +12,9 @@ What every backend guarantees:
 - **Atomic, linearizable commits.** ``commit(checks, ops)`` applies every op or none: all checks
   must hold at the same instant. Every ``Put`` and ``Delete`` must be covered by a ``Check`` on the
   same key in the same commit (so every write is a compare-and-set, and a backend always knows
-  whether a ``Put`` creates or updates). Operations on a key are linearizable.
+  whether a ``Put`` creates or updates). Operations on a key are linearizable. Keys are non-empty
+  strings. A backend may refuse (ValueError) a commit whose puts name two different sessions
+  (ZooKeeper binds a whole multi to one session).
 - **Sessions.** A session is a lease held by one process, with a TTL. A key put with a session is
   *ephemeral*: it is removed by the backend, for everyone, at most ``ttl_s`` plus one keepalive
   interval after the session ends or its process dies (``kill -9`` included). A key's session is
@@ -29,7 +31,8 @@ What every backend guarantees:
   reconnect either Resync or a replay of what was missed; after a compaction or a pruned change
   log, Resync). A consumer re-reads state on every event; it never applies an event as a delta.
   A watch is an async generator: cancelling a pending ``anext()`` ends it (Python's rule), so a
-  consumer that times out on a watch must open a new one to keep watching.
+  consumer that times out on a watch must open a new one to keep watching. The first Resync may
+  wait until the backend is reachable.
 
 What no backend guarantees: ordering of notifications across different watches, delivery of
 every intermediate version of a key (changes may be coalesced), or liveness of a session whose
@@ -165,7 +168,9 @@ class Metastore(Protocol):
 
         Raises:
             VersionConflictError: a check failed (``key`` names one that failed); nothing applied.
-            SessionLostError: a put names a session that has ended.
+            SessionLostError: a put names a session that has ended (found out after sending, the
+                commit may have been applied, as with UnavailableError).
+            ValueError: a put names a session of another metastore (a caller's bug).
             UnavailableError: the backend cannot be reached; the commit may or may not have
                 been applied (re-read before retrying).
             ValueError: an op is not covered by a check on the same key.

@@ -307,7 +307,9 @@ class SqliteMetastore:
         by_key = check_ops_covered(checks, ops)
         for op in ops:
             if isinstance(op, Put) and op.session is not None and op.session.id not in self._sessions:
-                raise SessionLostError(f"session {op.session.id} is not a live session of this metastore")
+                if op.session.state is SessionState.LOST:
+                    raise SessionLostError(f"session {op.session.id} has ended")
+                raise ValueError(f"session {op.session.id} belongs to another metastore")
         versions = await self._run(lambda: self._commit(checks, ops, by_key))
         self._poke.set()
         return versions
