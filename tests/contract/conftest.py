@@ -51,9 +51,7 @@ def zookeeper_target(zookeeper_server: ZooKeeperServer) -> Target:
 @pytest.fixture
 def postgres_target(postgres_server: PostgresServer) -> Target:
     # Leases on the server clock, renewed every ttl/3; each client's reaper deletes expired ones.
-    return Target(
-        "postgres", postgres_server.url_for(), ttl_s=2.0, vanish_slack_s=3.0, restart=postgres_server.restart
-    )
+    return Target("postgres", postgres_server.url_for(), ttl_s=2.0, vanish_slack_s=3.0, restart=postgres_server.restart)
 
 
 @pytest.fixture
