@@ -1,0 +1,56 @@
+"""The broker keeps its metadata on every coordination backend: a topic, its config overrides
+and its data survive a broker restart, with the metadata read back from the backend."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+
+from barnabas.coordination.testing.contract import Target
+from tests.contract.conftest import BACKENDS
+from tests.support.broker_process import BrokerProcess
+
+TIMEOUT = 30
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "sqlite"])
+def test_topics_live_in_the_coordination_backend(
+    backend: str, request: pytest.FixtureRequest, broker_factory: Callable[..., BrokerProcess]
+) -> None:
+    target: Target = request.getfixturevalue(f"{backend}_target")
+    broker = broker_factory(extra_args=["--coordination", target.url]).start()
+    assert "coordination.db" not in {p.name for p in broker.data_dir.iterdir()}
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    name = f"on-{backend}-{uuid.uuid4().hex[:6]}"
+    admin.create_topics([NewTopic(name, 2, 1, config={"retention.ms": "123456"})])[name].result(TIMEOUT)
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1})
+    errors: list[KafkaError] = []
+    for i in range(20):
+        producer.produce(name, value=f"m{i}".encode(), partition=i % 2, on_delivery=lambda e, m: e and errors.append(e))
+    assert producer.flush(TIMEOUT) == 0 and not errors
+
+    broker.restart()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    resource = ConfigResource(ResourceType.TOPIC, name)
+    assert admin.describe_configs([resource])[resource].result(TIMEOUT)["retention.ms"].value == "123456"
+    assert len(admin.list_topics(topic=name, timeout=TIMEOUT).topics[name].partitions) == 2
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "on-backends", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(name, p, 0) for p in (0, 1)])
+    values = set()
+    deadline = time.monotonic() + TIMEOUT
+    try:
+        while len(values) < 20 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.add(message.value())
+    finally:
+        consumer.close()
+    assert values == {f"m{i}".encode() for i in range(20)}
