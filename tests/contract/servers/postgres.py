@@ -122,9 +122,11 @@ class PostgresInstall:
 class PostgresServer:
     """One postmaster with its data dir and log; restartable on the same port."""
 
-    def __init__(self, install: PostgresInstall, name: str) -> None:
+    def __init__(self, install: PostgresInstall, name: str, *, durable: bool = False) -> None:
         self.install = install
         self.name = name
+        #: fsync on, as in production (the benchmark compares durable backends); tests turn it off.
+        self.durable = durable
         self.dir = install.base / name
         self.data_dir = self.dir / "data"
         self.log_path = self.dir / "server.log"
@@ -164,10 +166,7 @@ class PostgresServer:
             str(self.dir),
             "-c",
             "listen_addresses=127.0.0.1",
-            "-c",
-            "fsync=off",
-            "-c",
-            "full_page_writes=off",
+            *(() if self.durable else ("-c", "fsync=off", "-c", "full_page_writes=off")),
             "-c",
             "max_connections=200",
             "-c",
