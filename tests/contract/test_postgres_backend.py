@@ -525,7 +525,6 @@ import asyncio, sys
 from barnabas.coordination.api import Check, Put
 from barnabas.coordination.registry import open_metastore
 from barnabas.coordination.storage import Storage
-from barnabas.coordination.testing.linearizability import UNKNOWN, check, run_concurrent_history
 
 async def main(url: str, key: str, ttl: float) -> None:
     metastore = await open_metastore(url)

@@ -1,1 +1,7 @@
-"""Test kits for coordination backends: contract checks, linearizability, fault injection."""
+"""Test kits for coordination backends: contract checks, linearizability, fault injection.
+
+- ``contract``: the checks every backend must pass (tests/contract parametrises them per backend).
+- ``linearizability``: record concurrent Storage histories and check them, Porcupine-style.
+- ``faults``: a Metastore wrapper injecting delays, failures, partitions and lease expiry.
+- ``member``: the subprocess the kill -9 checks start and kill.
+"""

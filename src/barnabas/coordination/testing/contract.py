@@ -28,6 +28,8 @@ from ..listeners import ListenerRegistry
 from ..membership import GroupMembership
 from ..registry import open_metastore
 from ..storage import Storage
+from .linearizability import check as check_linearizable
+from .linearizability import run_concurrent_history
 
 __all__ = ["ALL_CHECKS", "Target"]
 
@@ -429,6 +431,18 @@ async def check_listeners_resync_after_server_restart(target: Target) -> None:
         await registry.close()
 
 
+async def check_concurrent_storage_history_is_linearizable(target: Target) -> None:
+    """Four clients race random Storage calls over two keys; the Porcupine-style checker must accept."""
+
+    async def open_storage() -> Storage:
+        return Storage(await open_metastore(target.url))  # closed by run_concurrent_history
+
+    history = await run_concurrent_history(open_storage, clients=4, ops_per_client=60, keys=2, seed=time.time_ns())
+    assert len(history) == 4 * 60
+    result = check_linearizable(history)
+    assert result.ok, result.explanation
+
+
 ALL_CHECKS: tuple[Callable[[Target], Awaitable[None]], ...] = (
     check_versions_start_at_one_and_grow_by_one,
     check_conflicts_raise_the_right_errors,
@@ -442,4 +456,5 @@ ALL_CHECKS: tuple[Callable[[Target], Awaitable[None]], ...] = (
     check_group_membership,
     check_watch_hints,
     check_listeners_converge,
+    check_concurrent_storage_history_is_linearizable,
 )
