@@ -7,6 +7,7 @@ schema or keyspace) and the timing the contract checks may expect from that back
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,9 +24,11 @@ from tests.contract.servers.zookeeper import (  # noqa: F401
 )
 
 #: Backends every contract check runs against, in the order they run.
-BACKENDS = ("sqlite", "etcd", "zookeeper", "postgres", "cassandra")
+BACKENDS = ("sqlite", "etcd", "etcd3", "zookeeper", "postgres", "cassandra")
 #: Backends with a server the restart check can bounce.
 SERVER_BACKENDS = ("etcd", "zookeeper", "postgres", "cassandra")
+#: Replicated server clusters whose own leader the fail-over check kills.
+CLUSTER_BACKENDS = ("etcd3", "zookeeper3")
 
 
 @pytest.fixture
@@ -38,6 +41,30 @@ def sqlite_target(tmp_path: Path) -> Target:
 def etcd_target(etcd_server: EtcdServer) -> Target:
     # A lease outlives its last keepalive (sent every ttl/3) by its TTL.
     return Target("etcd", etcd_server.url_for(), ttl_s=2.0, vanish_slack_s=3.0, restart=etcd_server.restart)
+
+
+@pytest.fixture
+def etcd3_target(etcd_cluster: EtcdCluster) -> Target:
+    # Every client lists all three members and fails over between them.
+    def kill_leader() -> Callable[[], object]:
+        leader = etcd_cluster.leader()
+        leader.kill()
+        return lambda: etcd_cluster.restart(leader)
+
+    return Target("etcd3", etcd_cluster.url_for(), ttl_s=2.0, vanish_slack_s=3.0, kill_server_leader=kill_leader)
+
+
+@pytest.fixture
+def zookeeper3_target(zookeeper_ensemble: ZooKeeperEnsemble) -> Target:
+    # A session must outlast the ensemble's election (about a second with tickTime=200).
+    def kill_leader() -> Callable[[], object]:
+        leader = zookeeper_ensemble.leader()
+        leader.kill()
+        return leader.start
+
+    return Target(
+        "zookeeper3", zookeeper_ensemble.url_for(), ttl_s=4.0, vanish_slack_s=3.0, kill_server_leader=kill_leader
+    )
 
 
 @pytest.fixture
@@ -75,5 +102,11 @@ def target(request: pytest.FixtureRequest) -> Target:
 
 @pytest.fixture(params=SERVER_BACKENDS)
 def server_target(request: pytest.FixtureRequest) -> Target:
+    found: Target = request.getfixturevalue(f"{request.param}_target")
+    return found
+
+
+@pytest.fixture(params=CLUSTER_BACKENDS)
+def cluster_target(request: pytest.FixtureRequest) -> Target:
     found: Target = request.getfixturevalue(f"{request.param}_target")
     return found

@@ -20,3 +20,7 @@ def test_contract(target: Target, check: Callable[[Target], Awaitable[None]]) ->
 
 def test_listeners_resync_after_server_restart(server_target: Target) -> None:
     asyncio.run(contract.check_listeners_resync_after_server_restart(server_target))
+
+
+def test_election_survives_server_leader_kill(cluster_target: Target) -> None:
+    asyncio.run(contract.check_election_survives_server_leader_kill(cluster_target))

@@ -14,16 +14,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..api import Changed, Check, Delete, Metastore, Put, Resync, SessionState, Versioned
 from ..election import LeaderElection
-from ..errors import FencedError, KeyExistsError, NoSuchKeyError, SessionLostError, VersionConflictError
+from ..errors import (
+    FencedError,
+    KeyExistsError,
+    NoSuchKeyError,
+    SessionLostError,
+    UnavailableError,
+    VersionConflictError,
+)
 from ..listeners import ListenerRegistry
 from ..membership import GroupMembership
 from ..registry import open_metastore
@@ -32,6 +40,8 @@ from .linearizability import check as check_linearizable
 from .linearizability import run_concurrent_history
 
 __all__ = ["ALL_CHECKS", "Target"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,9 @@ class Target:
     notify_timeout_s: float = 10.0
     #: Restarts the server (blocking); None when the backend has no server to restart.
     restart: Callable[[], None] | None = None
+    #: Kills the server cluster's current leader (blocking) and returns what restarts it; None when
+    #: the backend is not a replicated cluster.
+    kill_server_leader: Callable[[], Callable[[], object]] | None = None
 
 
 @contextlib.asynccontextmanager
@@ -441,6 +454,67 @@ async def check_concurrent_storage_history_is_linearizable(target: Target) -> No
     assert len(history) == 4 * 60
     result = check_linearizable(history)
     assert result.ok, result.explanation
+
+
+async def _retrying(call: Callable[[], Awaitable[T]]) -> T:
+    """``call()`` again after UnavailableError, as any client riding out a server fail-over does."""
+    while True:
+        try:
+            return await call()
+        except UnavailableError:
+            await asyncio.sleep(0.05)
+
+
+async def check_election_survives_server_leader_kill(target: Target) -> None:
+    """The coordination cluster's own leader dies mid-term: our leader keeps its session and seat.
+
+    Its fenced writes go on after the fail-over (one caught in it may fail as unavailable and is
+    retried), a waiting candidate does not win meanwhile, and once the leader resigns the candidate
+    wins with the next epoch and the old fence is refused.
+    """
+    if target.kill_server_leader is None:
+        raise AssertionError(f"{target.name} is not a cluster; do not run this check for it")
+    async with opened(target) as first, opened(target) as second:
+        session_a = await first.open_session(target.ttl_s)
+        states_a: list[SessionState] = []
+        session_a.add_state_listener(states_a.append)
+        fence_a = await LeaderElection(first, "failover").nominate(session_a, "a")
+        storage_a = Storage(first)
+        assert await storage_a.fenced_put(fence_a, "failover/state", b"0", 0) == 1
+        session_b = await second.open_session(target.ttl_s)
+        election_b = LeaderElection(second, "failover")
+        contender = asyncio.create_task(_retrying(lambda: election_b.nominate(session_b, "b")))
+        restart = await asyncio.to_thread(target.kill_server_leader)
+        try:
+            for value in (str(i).encode() for i in range(1, 11)):
+                await _retrying(functools.partial(storage_a.fenced_put, fence_a, "failover/state", value, None))
+
+            async def connected() -> bool:
+                return session_a.state is SessionState.CONNECTED and session_b.state is SessionState.CONNECTED
+
+            await eventually(connected, target.ttl_s + target.vanish_slack_s, "both sessions CONNECTED again")
+            assert SessionState.LOST not in states_a, f"the leader's session was lost: {states_a}"
+            state = await _retrying(lambda: storage_a.get("failover/state"))
+            assert state is not None and state.value == b"10" and state.version >= 11, state
+            leader = await _retrying(election_b.leader)
+            assert leader is not None and (leader.candidate, leader.epoch) == ("a", fence_a.epoch), leader
+            assert not contender.done(), "the contender won while the leader held its seat"
+            assert await _retrying(lambda: LeaderElection(first, "failover").resign(fence_a))
+            async with asyncio.timeout(target.notify_timeout_s):
+                fence_b = await contender
+            assert fence_b.epoch == fence_a.epoch + 1
+            try:
+                await storage_a.fenced_put(fence_a, "failover/state", b"stale", None)
+            except FencedError:
+                pass
+            else:
+                raise AssertionError("the resigned leader's fenced write succeeded")
+            await session_b.close()
+            await session_a.close()
+        finally:
+            contender.cancel()
+            await asyncio.gather(contender, return_exceptions=True)
+            await asyncio.to_thread(restart)
 
 
 ALL_CHECKS: tuple[Callable[[Target], Awaitable[None]], ...] = (
