@@ -160,7 +160,8 @@ class Broker:
             self.state.fetch_waiters.notify_all()
         if self._server is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), timeout=5)
+                async with asyncio.timeout(5):
+                    await self._server.wait_closed()
         await self._release()
         log.info("broker %d stopped cleanly", self.broker_id)
         self._stopped.set()

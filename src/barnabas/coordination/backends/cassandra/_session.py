@@ -131,7 +131,8 @@ class CassandraSession(SessionBase):
             self._set_state(state)
             pause = self.interval_s if beat is Beat.ALIVE else min(RETRY_INTERVAL_S, self.interval_s)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), max(0.0, began + pause - time.monotonic()))
+                async with asyncio.timeout(max(0.0, began + pause - time.monotonic())):
+                    await self._wake.wait()
             self._wake.clear()
 
     def nudge(self) -> None:

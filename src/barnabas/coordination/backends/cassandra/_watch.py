@@ -79,7 +79,8 @@ async def watch_prefix(
     while True:
         # Polls keep their pace while the consumer is busy: one that waited longer polls at once.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(closed.wait(), max(0.0, next_poll - time.monotonic()))
+            async with asyncio.timeout(max(0.0, next_poll - time.monotonic())):
+                await closed.wait()
         if closed.is_set():
             return
         next_poll = time.monotonic() + POLL_INTERVAL_S

@@ -204,7 +204,8 @@ class Connection:
     async def wait_closed(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for :meth:`close`; True if closed (a cancellable pause)."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._closed.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await self._closed.wait()
         return self.is_closed()
 
     async def wait_trouble(self, timeout_s: float) -> bool:
@@ -270,7 +271,8 @@ class Connection:
     async def _wait_state_change(channel: Any, timeout_s: float) -> None:
         state = channel.get_state(try_to_connect=True)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(channel.wait_for_state_change(state), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await channel.wait_for_state_change(state)
 
     @staticmethod
     async def _wait_ready(channel: Any, timeout_s: float) -> bool:
@@ -281,7 +283,8 @@ class Connection:
                 await channel.wait_for_state_change(state)
 
         try:
-            await asyncio.wait_for(ready(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await ready()
         except TimeoutError:
             return False
         return True

@@ -215,7 +215,8 @@ class KazooConnection:
             if remaining is not None and remaining <= 0:
                 raise UnavailableError(f"ZooKeeper not reachable at {self.client.hosts} for {self.op_timeout_s} s")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self._changed.wait()
 
     # -- calls -----------------------------------------------------------------------------
 
