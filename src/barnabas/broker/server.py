@@ -2,8 +2,12 @@
 
 Start-up order matters: coordination first (cluster id), then the log dirs (whose lock and
 meta.properties must agree with the broker id and cluster id), then the listener, so a broker
-that cannot own its data never accepts a connection. Stopping reverses it: stop accepting,
-close connections, wake waiting fetches, close the logs (clean-shutdown marker), then storage.
+that cannot own its data never accepts a connection; then registration in the ``brokers``
+group (waiting for a previous holder of this id to vanish), the metadata watches, the replica
+manager and the controller candidacy. Stopping is a controlled shutdown (Kafka's): resign as
+controller, leave the ``brokers`` group so the controller moves leadership to other in-sync
+replicas, wait (bounded) until it has, then stop replicating, close connections, close the logs
+(clean-shutdown marker), and storage last.
 """
 
 from __future__ import annotations
@@ -15,15 +19,16 @@ import socket
 import time
 from collections.abc import Callable
 
-from barnabas.cluster import ProducerIdAllocator, TopicStore
+from barnabas.cluster import BrokerInfo, BrokerRegistry, Controller, MetadataWatcher, ProducerIdAllocator, TopicStore
 from barnabas.config import BrokerConfig, ConfigError, hostname_ordinal, log_config_for
-from barnabas.coordination import Storage, open_storage
+from barnabas.coordination import CoordinationError, KeyExistsError, Session, Storage, open_storage
 from barnabas.log import LogManager, read_broker_id
 
 from .connection import KafkaConnection
 from .handlers import build_registry
+from .replication import ReplicaManager
 from .state import BrokerState, Endpoint
-from .topic_admin import reconcile_local_logs, stored_log_config
+from .topic_admin import stored_log_config
 
 __all__ = ["Broker"]
 
@@ -60,6 +65,11 @@ class Broker:
         self._logs: LogManager | None = None
         self._server: asyncio.Server | None = None
         self._maintenance: asyncio.Task[None] | None = None
+        self._session: Session | None = None
+        self._watcher: MetadataWatcher | None = None
+        self._replicas: ReplicaManager | None = None
+        self.controller: Controller | None = None
+        self._controller_task: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
 
     async def start(self) -> Endpoint:
@@ -77,7 +87,9 @@ class Broker:
     async def _start(self) -> Endpoint:
         config = self.config
         self._storage = await open_storage(config.coordination_url)
+        metastore = self._storage.metastore
         topics = TopicStore(self._storage)
+        brokers = BrokerRegistry(metastore)
         cluster_id = await topics.cluster_id()
         await topics.load()
         registry = build_registry()
@@ -86,7 +98,13 @@ class Broker:
             default_log_config = log_config_for(config, {})
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        self._logs = LogManager(config.log_dirs, default_log_config, self.broker_id, cluster_id)
+        self._logs = LogManager(
+            config.log_dirs,
+            default_log_config,
+            self.broker_id,
+            cluster_id,
+            high_watermark_checkpoint_interval_ms=int(config["replica.high.watermark.checkpoint.interval.ms"]),
+        )
         self._logs.load_all(now_ms, {name: stored_log_config(config, topic) for name, topic in topics.topics.items()})
         listener = config.listeners[0]
         state = BrokerState(
@@ -99,20 +117,23 @@ class Broker:
             producer_ids=ProducerIdAllocator(self._storage, self.broker_id),
             advertised=Endpoint(listener.host, listener.port),
             registry=registry,
+            brokers=brokers,
             clock=self.clock,
             rack=config["broker.rack"],
         )
         self.state = state
-        reconcile_local_logs(state)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: KafkaConnection(state, registry),
             host=listener.host or None,
             port=listener.port,
             reuse_address=True,
+            start_serving=False,
         )
         bound_port = self._server.sockets[0].getsockname()[1]
         state.advertised = self._advertised_endpoint(bound_port)
+        await self._join_cluster(state)
+        await self._server.start_serving()
         self._maintenance = loop.create_task(self._maintain(), name="log maintenance")
         log.info(
             "broker %d (cluster %s) listening on %s:%d, advertised as %s:%d, %d partitions in %s",
@@ -122,6 +143,43 @@ class Broker:
         for key, reason in sorted(config.ignored.items()):
             log.info("ignoring Kafka setting %s: %s", key, reason)
         return state.advertised
+
+    async def _join_cluster(self, state: BrokerState) -> None:
+        """Register, start watching and replicating, and stand for controller."""
+        assert self._storage is not None
+        metastore = self._storage.metastore
+        ttl_s = int(self.config["broker.session.timeout.ms"]) / 1000
+        self._session = await metastore.open_session(ttl_s)
+        info = BrokerInfo(self.broker_id, state.advertised.host, state.advertised.port, state.rack)
+        try:
+            await state.brokers.register(self._session, info)
+        except KeyExistsError:
+            raise ConfigError(
+                f"broker.id {self.broker_id} is registered by another live broker; is it running already?"
+            ) from None
+        replicas = ReplicaManager(state)
+        self.controller = Controller(
+            metastore,
+            state.topics,
+            state.brokers,
+            self.broker_id,
+            unclean=lambda topic: _unclean_enabled(state, topic.config),
+        )
+        controller = self.controller
+
+        def on_change() -> None:
+            replicas.poke()
+            controller.poke()
+
+        self._watcher = MetadataWatcher(metastore, state.topics, state.brokers, on_change)
+        await self._watcher.refresh_all()
+        state.watcher = self._watcher
+        state.replicas = self._replicas = replicas
+        replicas.start()
+        self._watcher.start()
+        self._controller_task = asyncio.get_running_loop().create_task(
+            controller.run(self._session), name="controller candidacy"
+        )
 
     def _advertised_endpoint(self, bound_port: int) -> Endpoint:
         listener = self.config.listeners[0]
@@ -151,7 +209,8 @@ class Broker:
         await self._stopped.wait()
 
     async def stop(self) -> None:
-        """Stop accepting, close connections, close the logs cleanly and release storage."""
+        """Controlled shutdown, then stop accepting, close connections and logs, release storage."""
+        await self._controlled_shutdown()
         if self._server is not None:
             self._server.close()
         if self.state is not None:
@@ -166,7 +225,44 @@ class Broker:
         log.info("broker %d stopped cleanly", self.broker_id)
         self._stopped.set()
 
+    async def _controlled_shutdown(self) -> None:
+        """Hand controller and partition leadership to others before going (bounded wait)."""
+        state, session, replicas = self.state, self._session, self._replicas
+        if state is None or session is None or replicas is None:
+            return
+        try:
+            if self.controller is not None:
+                await self.controller.resign()
+            await state.brokers.deregister(session, self.broker_id)
+        except CoordinationError as exc:
+            log.warning("controlled shutdown could not reach coordination (%s); stopping anyway", exc)
+            return
+        if not self.config["controlled.shutdown.enable"]:
+            return
+        deadline = time.monotonic() + int(self.config["controlled.shutdown.max.wait.ms"]) / 1000
+        while replicas.leading_with_others_in_sync() and time.monotonic() < deadline:
+            replicas.poke()
+            await asyncio.sleep(0.05)
+        left = replicas.leading_with_others_in_sync()
+        if left:
+            log.warning("controlled shutdown: still leading %d partitions after the wait", len(left))
+
     async def _release(self) -> None:
+        if self._controller_task is not None:
+            self._controller_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._controller_task
+            self._controller_task = None
+        if self._watcher is not None:
+            await self._watcher.stop()
+            self._watcher = None
+        if self._replicas is not None:
+            await self._replicas.stop()
+            self._replicas = None
+        if self._session is not None:
+            with contextlib.suppress(CoordinationError):
+                await self._session.close()
+            self._session = None
         if self._maintenance is not None:
             self._maintenance.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -178,3 +274,10 @@ class Broker:
         if self._storage is not None:
             await self._storage.close()
             self._storage = None
+
+
+def _unclean_enabled(state: BrokerState, overrides: dict[str, str]) -> bool:
+    value = overrides.get("unclean.leader.election.enable")
+    if value is None:
+        return bool(state.config["unclean.leader.election.enable"])
+    return value.strip().lower() == "true"

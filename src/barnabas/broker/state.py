@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from barnabas.cluster import PartitionState, ProducerIdAllocator, Topic, TopicStore
+from barnabas.cluster import BrokerInfo, BrokerRegistry, PartitionState, ProducerIdAllocator, Topic, TopicStore
 from barnabas.config import BrokerConfig, log_config_for
 from barnabas.coordination import Storage
 from barnabas.log import LogConfig, LogManager, PartitionLog
@@ -20,7 +20,10 @@ from barnabas.protocol import ErrorCode
 from .purgatory import FetchWaiters
 
 if TYPE_CHECKING:
+    from barnabas.cluster import MetadataWatcher
+
     from .registry import ApiRegistry
+    from .replication import ReplicaManager
 
 __all__ = ["BrokerState", "Endpoint", "LeaderPartition"]
 
@@ -50,15 +53,24 @@ class BrokerState:
     producer_ids: ProducerIdAllocator
     advertised: Endpoint
     registry: ApiRegistry
+    brokers: BrokerRegistry
     clock: Callable[[], float] = time.time
     rack: str | None = None
     fetch_waiters: FetchWaiters = field(default_factory=FetchWaiters)
     connections: set[Any] = field(default_factory=set)
+    replicas: ReplicaManager | None = None
+    watcher: MetadataWatcher | None = None
 
     @property
     def controller_id(self) -> int:
-        """The broker acting as controller; a single broker is its own controller."""
-        return self.broker_id
+        """The live controller's id, else this broker's: clients (kafkajs) send requests there."""
+        controller = self.watcher.controller_id if self.watcher is not None else -1
+        return controller if controller in self.brokers.live else self.broker_id
+
+    def live_brokers(self) -> dict[int, BrokerInfo]:
+        """Registered brokers, this one always included (it serves even while coordination is away)."""
+        me = BrokerInfo(self.broker_id, self.advertised.host, self.advertised.port, self.rack)
+        return {**self.brokers.live, self.broker_id: me}
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)

@@ -12,6 +12,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 from barnabas.cluster import PartitionState, Topic, TopicExistsError, topic_name_problem
+from barnabas.cluster.assignment import (
+    AssignmentError,
+    IncompleteRackInformationError,
+    InvalidPartitionsError,
+    assign_replicas,
+)
 from barnabas.config import BrokerConfig, ConfigError, log_config_for, validate_topic_overrides
 from barnabas.log import LogConfig
 from barnabas.protocol import ErrorCode
@@ -38,8 +44,8 @@ class TopicAdminError(Exception):
 
 
 def live_brokers(state: BrokerState) -> list[int]:
-    """Brokers that can hold replicas; a single broker knows only itself until clustering."""
-    return [state.broker_id]
+    """Brokers that can hold replicas: the registered ones (this one always included)."""
+    return sorted(state.live_brokers())
 
 
 def _collision_key(name: str) -> str:
@@ -59,13 +65,16 @@ def _check_name(state: BrokerState, name: str) -> None:
 
 
 def _assign(state: BrokerState, partitions: range, replication_factor: int) -> dict[int, tuple[int, ...]]:
-    brokers = live_brokers(state)
-    if replication_factor > len(brokers):
-        raise TopicAdminError(
-            ErrorCode.invalid_replication_factor,
-            f"Replication factor: {replication_factor} larger than available brokers: {len(brokers)}.",
-        )
-    return {p: tuple(brokers[(p + r) % len(brokers)] for r in range(replication_factor)) for p in partitions}
+    """Kafka's rack-aware placement over the live brokers."""
+    racks = {broker_id: info.rack for broker_id, info in state.live_brokers().items()}
+    try:
+        return assign_replicas(racks, len(partitions), replication_factor, first_partition=partitions.start)
+    except InvalidPartitionsError as exc:
+        raise TopicAdminError(ErrorCode.invalid_partitions, str(exc)) from None
+    except IncompleteRackInformationError as exc:
+        raise TopicAdminError(ErrorCode.invalid_replica_assignment, str(exc)) from None
+    except AssignmentError as exc:
+        raise TopicAdminError(ErrorCode.invalid_replication_factor, str(exc)) from None
 
 
 def _check_assignment(
@@ -142,8 +151,15 @@ async def create_topic(
     except TopicExistsError:
         raise TopicAdminError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.") from None
     _create_local_logs(state, topic, replicas, log_config)
+    _reconcile_soon(state)
     log.info("created topic %s (%s) with %d partitions", name, topic.topic_id, len(replicas))
     return topic
+
+
+def _reconcile_soon(state: BrokerState) -> None:
+    """Let the replica manager pick up a change this broker made (the watch would, a little later)."""
+    if state.replicas is not None:
+        state.replicas.poke()
 
 
 def _create_local_logs(
@@ -167,6 +183,7 @@ async def delete_topic(state: BrokerState, name: str) -> Topic:
         if state.logs.get(name, partition) is not None:
             state.logs.delete_topic_partition(name, partition)
         state.fetch_waiters.notify((name, partition))
+    _reconcile_soon(state)
     log.info("deleted topic %s (%s)", name, topic.topic_id)
     return topic
 
@@ -209,6 +226,7 @@ async def create_partitions(
     states = {p: PartitionState(leader=r[0], leader_epoch=0, isr=r) for p, r in added.items()}
     await state.topics.update(grown, states)
     _create_local_logs(state, grown, added, state.log_config(grown.config))
+    _reconcile_soon(state)
     log.info("topic %s grew from %d to %d partitions", name, current, count)
     return grown
 

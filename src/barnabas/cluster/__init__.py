@@ -1,15 +1,23 @@
-"""Cluster metadata: topics, partition state and producer-id blocks kept in coordination storage."""
+"""Cluster metadata: topics, partition state, live brokers and the controller, kept in coordination storage."""
 
+from .brokers import BrokerInfo, BrokerRegistry
+from .controller import Controller, next_partition_state
 from .model import PartitionState, Topic, is_valid_topic_name, topic_name_problem
 from .producer_ids import ProducerIdAllocator
 from .topic_store import TopicExistsError, TopicStore
+from .watcher import MetadataWatcher
 
 __all__ = [
+    "BrokerInfo",
+    "BrokerRegistry",
+    "Controller",
+    "MetadataWatcher",
     "PartitionState",
     "ProducerIdAllocator",
     "Topic",
     "TopicExistsError",
     "TopicStore",
     "is_valid_topic_name",
+    "next_partition_state",
     "topic_name_problem",
 ]

@@ -2,12 +2,15 @@
 
 Rules this module keeps:
 
-- Storage is the source of truth; the in-memory maps only mirror what this process wrote or
-  loaded. (Watches that refresh them from other brokers' writes come with the cluster.)
+- Storage is the source of truth; the in-memory maps mirror what this process wrote or read.
+  ``refresh(keys)`` re-reads keys another broker changed (the metadata watcher calls it on
+  watch hints, and ``load()`` on a Resync); nothing is ever applied from an event's content.
 - The ``topics/<name>`` document is the commit point: it is written after the partition
   states on creation and deleted before them on deletion, so a crash in between leaves
   orphan partition keys at worst, which the next creation overwrites.
-- Changes to an existing topic are compare-and-set on its document's version.
+- Changes to an existing topic are compare-and-set on its document's version; changes to a
+  partition state are compare-and-set on its key's version (``update_state``), fenced by the
+  controller's epoch when the controller makes them (``update_state_fenced``).
 """
 
 from __future__ import annotations
@@ -15,14 +18,17 @@ from __future__ import annotations
 import base64
 import contextlib
 import uuid
+from collections.abc import Iterable
 
-from barnabas.coordination import KeyExistsError, Storage, VersionConflictError
+from barnabas.coordination import Check, Fence, KeyExistsError, Put, Storage, VersionConflictError
 
 from .model import PartitionState, Topic
 
-__all__ = ["TopicExistsError", "TopicStore"]
+__all__ = ["PARTITIONS_PREFIX", "TOPICS_PREFIX", "TopicExistsError", "TopicStore"]
 
 CLUSTER_ID_KEY = "cluster/id"
+TOPICS_PREFIX = "topics/"
+PARTITIONS_PREFIX = "partitions/"
 
 
 class TopicExistsError(Exception):
@@ -30,11 +36,16 @@ class TopicExistsError(Exception):
 
 
 def _topic_key(name: str) -> str:
-    return f"topics/{name}"
+    return f"{TOPICS_PREFIX}{name}"
 
 
 def _partition_key(name: str, partition: int) -> str:
-    return f"partitions/{name}/{partition}"
+    return f"{PARTITIONS_PREFIX}{name}/{partition}"
+
+
+def _parse_partition_key(key: str) -> tuple[str, int] | None:
+    name, _, partition = key.removeprefix(PARTITIONS_PREFIX).rpartition("/")
+    return (name, int(partition)) if name and partition.isdigit() else None
 
 
 def new_cluster_id() -> str:
@@ -48,6 +59,7 @@ class TopicStore:
         self.topics: dict[str, Topic] = {}
         self.states: dict[tuple[str, int], PartitionState] = {}
         self._versions: dict[str, int] = {}
+        self._state_versions: dict[tuple[str, int], int] = {}
 
     async def cluster_id(self) -> str:
         """The cluster id, created on first use by whoever gets there first."""
@@ -62,19 +74,70 @@ class TopicStore:
 
     async def load(self) -> None:
         """Read every topic and partition state from storage into the cache."""
-        topics = await self._storage.list("topics/")
-        states = await self._storage.list("partitions/")
+        topics = await self._storage.list(TOPICS_PREFIX)
+        states = await self._storage.list(PARTITIONS_PREFIX)
         self.topics = {}
         self._versions = {}
         for key, versioned in topics.items():
-            name = key.removeprefix("topics/")
+            name = key.removeprefix(TOPICS_PREFIX)
             self.topics[name] = Topic.from_json(name, versioned.value)
             self._versions[name] = versioned.version
         self.states = {}
+        self._state_versions = {}
         for key, versioned in states.items():
-            name, _, partition = key.removeprefix("partitions/").rpartition("/")
-            if name in self.topics:
-                self.states[(name, int(partition))] = PartitionState.from_json(versioned.value)
+            tp = _parse_partition_key(key)
+            if tp is not None and tp[0] in self.topics:
+                self.states[tp] = PartitionState.from_json(versioned.value)
+                self._state_versions[tp] = versioned.version
+
+    async def refresh(self, keys: Iterable[str]) -> None:
+        """Re-read these ``topics/`` and ``partitions/`` keys (changed elsewhere) into the cache."""
+        ordered = sorted(keys, key=lambda k: (not k.startswith(TOPICS_PREFIX), k))
+        for key in ordered:
+            versioned = await self._storage.get(key)
+            if key.startswith(TOPICS_PREFIX):
+                name = key.removeprefix(TOPICS_PREFIX)
+                if versioned is None:
+                    self.topics.pop(name, None)
+                    self._versions.pop(name, None)
+                    for gone in [tp for tp in self.states if tp[0] == name]:
+                        del self.states[gone]
+                        self._state_versions.pop(gone, None)
+                else:
+                    self.topics[name] = Topic.from_json(name, versioned.value)
+                    self._versions[name] = versioned.version
+            elif (tp := _parse_partition_key(key)) is not None:
+                if versioned is None:
+                    self.states.pop(tp, None)
+                    self._state_versions.pop(tp, None)
+                else:
+                    self.states[tp] = PartitionState.from_json(versioned.value)
+                    self._state_versions[tp] = versioned.version
+
+    def state_version(self, topic: str, partition: int) -> int | None:
+        return self._state_versions.get((topic, partition))
+
+    async def update_state(self, topic: str, partition: int, state: PartitionState, expected_version: int) -> int:
+        """Compare-and-set a partition state (a leader changing its ISR, as ZooKeeper-mode Kafka).
+
+        Raises:
+            VersionConflictError: the state changed since ``expected_version``; refresh and retry.
+        """
+        key = _partition_key(topic, partition)
+        version = await self._storage.compare_and_set(key, state.to_json(), expected_version)
+        self.states[(topic, partition)] = state
+        self._state_versions[(topic, partition)] = version
+        return version
+
+    async def update_state_fenced(
+        self, fence: Fence, topic: str, partition: int, state: PartitionState, expected_version: int
+    ) -> int:
+        """``update_state`` that also fails (FencedError) unless ``fence`` is the current controller."""
+        key = _partition_key(topic, partition)
+        versions = await self._storage.fenced_write(fence, [Check(key, expected_version)], [Put(key, state.to_json())])
+        self.states[(topic, partition)] = state
+        self._state_versions[(topic, partition)] = versions[key]
+        return versions[key]
 
     async def create(self, topic: Topic, states: dict[int, PartitionState]) -> None:
         """Store a new topic and its partition states.
@@ -84,8 +147,7 @@ class TopicStore:
         """
         if await self._storage.get(_topic_key(topic.name)) is not None:
             raise TopicExistsError(topic.name)
-        for partition, state in states.items():
-            await self._put(_partition_key(topic.name, partition), state.to_json())
+        versions = {p: await self._put(_partition_key(topic.name, p), state.to_json()) for p, state in states.items()}
         try:
             version = await self._storage.put_if_absent(_topic_key(topic.name), topic.to_json())
         except KeyExistsError:
@@ -94,16 +156,18 @@ class TopicStore:
         self._versions[topic.name] = version
         for partition, state in states.items():
             self.states[(topic.name, partition)] = state
+            self._state_versions[(topic.name, partition)] = versions[partition]
 
     async def delete(self, name: str) -> Topic | None:
         """Remove a topic and its partition states; return what was removed."""
         topic = self.topics.pop(name, None)
         self._versions.pop(name, None)
         await self._storage.delete(_topic_key(name))
-        for key in await self._storage.list(f"partitions/{name}/"):
+        for key in await self._storage.list(f"{PARTITIONS_PREFIX}{name}/"):
             await self._storage.delete(key)
         for tp in [tp for tp in self.states if tp[0] == name]:
             del self.states[tp]
+            self._state_versions.pop(tp, None)
         return topic
 
     async def update(self, topic: Topic, new_states: dict[int, PartitionState] | None = None) -> None:
@@ -112,8 +176,8 @@ class TopicStore:
         Raises:
             VersionConflictError: someone else changed the topic since it was loaded.
         """
-        for partition, state in (new_states or {}).items():
-            await self._put(_partition_key(topic.name, partition), state.to_json())
+        added = new_states or {}
+        versions = {p: await self._put(_partition_key(topic.name, p), state.to_json()) for p, state in added.items()}
         version = await self._storage.compare_and_set(
             _topic_key(topic.name), topic.to_json(), self._versions[topic.name]
         )
@@ -121,16 +185,15 @@ class TopicStore:
         self._versions[topic.name] = version
         for partition, state in (new_states or {}).items():
             self.states[(topic.name, partition)] = state
+            self._state_versions[(topic.name, partition)] = versions[partition]
 
-    async def _put(self, key: str, value: bytes) -> None:
-        """Create or overwrite ``key`` whatever its version."""
+    async def _put(self, key: str, value: bytes) -> int:
+        """Create or overwrite ``key`` whatever its version; return the new version."""
         while True:
             current = await self._storage.get(key)
             try:
                 if current is None:
-                    await self._storage.put_if_absent(key, value)
-                else:
-                    await self._storage.compare_and_set(key, value, current.version)
-                return
+                    return await self._storage.put_if_absent(key, value)
+                return await self._storage.compare_and_set(key, value, current.version)
             except VersionConflictError:
                 continue

@@ -29,10 +29,19 @@ from .errors import (
     OutOfOrderSequenceError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
+    UnexpectedAppendOffsetError,
 )
 from .files import TopicPartition
 from .leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
-from .log import AppendResult, EpochEndOffset, MaintenanceResult, OffsetAndTimestamp, PartitionLog, ReadResult
+from .log import (
+    AppendResult,
+    EpochEndOffset,
+    FollowerAppendResult,
+    MaintenanceResult,
+    OffsetAndTimestamp,
+    PartitionLog,
+    ReadResult,
+)
 from .log_manager import LogManager
 from .meta_properties import MetaProperties, read_broker_id
 from .producer_state import ProducerStateManager
@@ -48,6 +57,7 @@ __all__ = [
     "CorruptSnapshotError",
     "EpochEndOffset",
     "EpochEntry",
+    "FollowerAppendResult",
     "InconsistentBrokerIdError",
     "InconsistentClusterIdError",
     "InconsistentTopicIdError",
@@ -72,5 +82,6 @@ __all__ = [
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
     "TopicPartition",
+    "UnexpectedAppendOffsetError",
     "read_broker_id",
 ]

@@ -3,8 +3,9 @@
 Rules this module keeps (CheckpointFile, OffsetCheckpointFile, LeaderEpochCheckpointFile):
 
 - The layout is byte-compatible with Kafka, so Kafka's tools read ours and we read theirs:
-  ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` (one per log dir,
-  entries ``topic partition offset``) and ``leader-epoch-checkpoint`` (one per partition,
+  ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
+  ``replication-offset-checkpoint`` (high watermarks; one each per log dir, entries
+  ``topic partition offset``) and ``leader-epoch-checkpoint`` (one per partition,
   entries ``epoch start_offset``), all at version 0.
 - Writes replace the file atomically (tmp, fsync, rename, fsync dir): a crash never leaves a
   half-written checkpoint.
@@ -25,6 +26,7 @@ __all__ = [
     "LEADER_EPOCH_CHECKPOINT",
     "LOG_START_OFFSET_CHECKPOINT",
     "RECOVERY_POINT_CHECKPOINT",
+    "REPLICATION_OFFSET_CHECKPOINT",
     "CheckpointFile",
     "EpochEntry",
     "LeaderEpochCheckpointFile",
@@ -33,6 +35,8 @@ __all__ = [
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+#: High watermarks, written by Kafka's ReplicaManager (checkpointHighWatermarks).
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
 _VERSION = 0
@@ -90,7 +94,7 @@ class CheckpointFile:
 
 
 class OffsetCheckpointFile:
-    """``topic partition offset`` per line: recovery points and log start offsets of a log dir."""
+    """``topic partition offset`` per line: recovery points, log start offsets or high watermarks of a log dir."""
 
     def __init__(self, path: Path) -> None:
         self._file = CheckpointFile(path)

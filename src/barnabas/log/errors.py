@@ -34,6 +34,7 @@ __all__ = [
     "OutOfOrderSequenceError",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
+    "UnexpectedAppendOffsetError",
 ]
 
 
@@ -101,6 +102,25 @@ class InvalidTxnStateError(LogError):
     """A transactional batch; barnabas runs no transaction coordinator yet (INVALID_TXN_STATE)."""
 
     error_code = ErrorCode.invalid_txn_state
+
+
+class UnexpectedAppendOffsetError(LogError):
+    """A follower's records do not continue the log (Kafka's UnexpectedAppendOffsetException).
+
+    The first batch not already in the log must start at the log end offset, and each later one
+    where the previous one ended. Nothing was appended. ``first_offset`` and ``last_offset`` are
+    the offending batch's, so the caller can tell Kafka's recoverable case (an empty log and a
+    batch straddling its start: restart the log at ``first_offset``) from a divergence.
+    """
+
+    def __init__(self, expected_offset: int, first_offset: int, last_offset: int) -> None:
+        super().__init__(
+            f"follower append expected a batch starting at offset {expected_offset}, "
+            f"got one spanning [{first_offset}, {last_offset}]"
+        )
+        self.expected_offset = expected_offset
+        self.first_offset = first_offset
+        self.last_offset = last_offset
 
 
 class InconsistentTopicIdError(LogError):

@@ -6,16 +6,20 @@ Rules this module keeps:
   is read: every method that needs the time takes ``now_ms``.
 - Batches stay opaque. A client's batch is checked through its v2 header (``validate_batch``),
   then only baseOffset, partitionLeaderEpoch and, for LogAppendTime, attributes + maxTimestamp
-  (re-CRCed by ``set_log_append_time``) are patched in place. Nothing is decompressed.
+  (re-CRCed by ``set_log_append_time``) are patched in place. Nothing is decompressed. A
+  follower's batches (:meth:`PartitionLog.append_as_follower`) carry the leader's offsets and
+  epochs and are written unchanged, after every one of them passed its CRC and offset checks.
 - A reader never sees half a batch: the log end offset moves after the segment's readable size,
   which moves after the whole write. Reads return whole batches only, never span two segments,
   and stop below ``max_offset`` (the high watermark for consumers).
 - Rolling fsyncs the old segment and writes a producer snapshot before the new segment takes
   appends, so after a crash only the active segment needs recovery; the recovery point records
   what is known durable.
-- With a single replica the high watermark follows the log end offset. Replication will clear
-  :attr:`PartitionLog.hw_follows_log_end` and drive :attr:`PartitionLog.high_watermark` itself;
-  :meth:`PartitionLog.truncate_to` is the follower's truncation.
+- With a single replica the high watermark follows the log end offset. Replication clears
+  :attr:`PartitionLog.hw_follows_log_end` and drives :attr:`PartitionLog.high_watermark` itself,
+  starting from :attr:`PartitionLog.checkpointed_high_watermark` (``replication-offset-checkpoint``);
+  follower appends never move it. :meth:`PartitionLog.truncate_to` is the follower's truncation and
+  only ever cuts at a batch boundary.
 """
 
 from __future__ import annotations
@@ -25,11 +29,15 @@ import os
 import shutil
 import uuid
 from bisect import bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
 from barnabas.protocol import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    CorruptRecordError,
     InvalidRecordError,
     RecordBatchHeader,
     iter_batch_headers,
@@ -50,6 +58,7 @@ from .errors import (
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
+    UnexpectedAppendOffsetError,
 )
 from .files import DELETE_DIR_SUFFIX, fsync_dir
 from .leader_epoch import LeaderEpochCache
@@ -62,6 +71,7 @@ from .segment import LogSegment
 __all__ = [
     "AppendResult",
     "EpochEndOffset",
+    "FollowerAppendResult",
     "MaintenanceResult",
     "OffsetAndTimestamp",
     "PartitionLog",
@@ -72,6 +82,7 @@ logger = logging.getLogger(__name__)
 
 #: DeleteRecordsRequest.HIGH_WATERMARK: "delete everything below the high watermark".
 DELETE_TO_HIGH_WATERMARK = -1
+_MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +97,26 @@ class AppendResult:
     #: True when the batch was a producer retry already in the log: nothing was appended.
     duplicate: bool
     max_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerAppendResult:
+    """What one :meth:`PartitionLog.append_as_follower` call wrote (Kafka's LogAppendInfo, trimmed)."""
+
+    #: Base offset of the first batch appended; None when nothing was.
+    first_offset: int | None
+    #: Last offset of the last batch appended; None when nothing was.
+    last_offset: int | None
+    #: Whole batches appended, and their bytes.
+    batches: int
+    size_bytes: int
+    #: Leading batches skipped because the log already held them (a re-fetch overlap).
+    skipped_batches: int
+    log_end_offset: int
+
+    @property
+    def appended(self) -> bool:
+        return self.batches > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +168,15 @@ class PartitionLog:
     """The durable log of one partition replica."""
 
     def __init__(
-        self, directory: Path, config: LogConfig, loaded: LoadedLog, topic_id: uuid.UUID | None, now_ms: int
+        self,
+        directory: Path,
+        config: LogConfig,
+        loaded: LoadedLog,
+        topic_id: uuid.UUID | None,
+        now_ms: int,
+        *,
+        checkpointed_high_watermark: int | None = None,
+        hw_follows_log_end: bool = True,
     ) -> None:
         """Use :meth:`open`; this only assembles what recovery loaded."""
         self.directory = directory
@@ -150,12 +189,22 @@ class PartitionLog:
         self._recovery_point = loaded.recovery_point
         self._producers = loaded.producer_state
         self._epochs = loaded.leader_epochs
+        if checkpointed_high_watermark is not None:
+            # A crash may have lost data the checkpoint had seen: clamp as updateHighWatermark does.
+            checkpointed_high_watermark = max(
+                loaded.log_start_offset, min(checkpointed_high_watermark, loaded.log_end_offset)
+            )
+        #: The high watermark ``replication-offset-checkpoint`` held at load, clamped into the log;
+        #: None without an entry. Replication starts from it when it clears ``hw_follows_log_end``.
+        self.checkpointed_high_watermark = checkpointed_high_watermark
         self._high_watermark = loaded.log_end_offset
+        if not hw_follows_log_end and checkpointed_high_watermark is not None:
+            self._high_watermark = checkpointed_high_watermark
         self._last_flush_ms = now_ms
         self._pending_deletions: list[tuple[int, list[Path]]] = []
         self._closed = False
-        #: True for a single replica: appends move the high watermark to the log end offset.
-        self.hw_follows_log_end = True
+        #: True for a single replica: leader appends move the high watermark to the log end offset.
+        self.hw_follows_log_end = hw_follows_log_end
         #: What recovery found, for logging and tests.
         self.load_report = loaded
 
@@ -170,6 +219,9 @@ class PartitionLog:
         recovery_point: int | None = None,
         log_start_offset: int | None = None,
         topic_id: uuid.UUID | None = None,
+        *,
+        high_watermark: int | None = None,
+        hw_follows_log_end: bool = True,
     ) -> PartitionLog:
         """Open (or create) the log in ``directory``, recovering what a crash may have torn.
 
@@ -181,6 +233,10 @@ class PartitionLog:
                 segment but the last one, which is always recovered.
             log_start_offset: from ``log-start-offset-checkpoint``.
             topic_id: the topic id to record in ``partition.metadata``, or to check against it.
+            high_watermark: from ``replication-offset-checkpoint``; kept as
+                :attr:`checkpointed_high_watermark`, and the starting high watermark when
+                ``hw_follows_log_end`` is False.
+            hw_follows_log_end: True for a single replica (the high watermark is the log end).
 
         Raises:
             InconsistentTopicIdError: ``partition.metadata`` names another topic id.
@@ -197,7 +253,15 @@ class PartitionLog:
         loaded = load_log(directory, config, now_ms, recovery_point, log_start_offset)
         if topic_id is not None and existing is None:
             write_topic_id(directory, topic_id)
-        log = cls(directory, config, loaded, topic_id or existing, now_ms)
+        log = cls(
+            directory,
+            config,
+            loaded,
+            topic_id or existing,
+            now_ms,
+            checkpointed_high_watermark=high_watermark,
+            hw_follows_log_end=hw_follows_log_end,
+        )
         logger.info(
             "opened log %s: offsets [%d, %d), %d segment(s), recovered %s, truncated %d bytes",
             directory,
@@ -342,6 +406,79 @@ class PartitionLog:
             duplicate=False,
             max_timestamp=header.max_timestamp,
         )
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview, now_ms: int) -> FollowerAppendResult:
+        """Append a leader's Fetch response records unchanged (Kafka's UnifiedLog.appendAsFollower).
+
+        The leader assigned offsets and partitionLeaderEpoch and already applied its checks, so
+        nothing is patched, and neither timestamp rules nor max.message.bytes apply (Kafka passes
+        ignoreRecordSize). Every batch is checked before the first is written, so a bad one
+        appends nothing. Producer state is recorded unvalidated (AppendOrigin.REPLICATION) so a
+        promoted follower still answers retries as duplicates. The high watermark never moves: a
+        follower learns it from its leader.
+
+        Args:
+            records: whole v2 batches; a partial batch at the end (a Fetch response cut at its
+                byte limit) is ignored. Leading batches below the log end offset are skipped.
+            now_ms: the current time (segment.ms, producer timestamps, flush policy).
+
+        Returns:
+            What was appended; ``appended`` is False when no batch was new.
+
+        Raises:
+            CorruptRecordError: a bad CRC-32C, magic or batch length.
+            InvalidRecordError: a record count that contradicts the batch's offset delta.
+            UnexpectedAppendOffsetError: the first new batch does not start at the log end
+                offset, or a later one does not start where its predecessor ended.
+            OSError: a write failed; the batches before the failing one stay appended.
+        """
+        self._check_open()
+        batches, skipped = self._check_follower_batches(records)
+        view = memoryview(records)
+        size = 0
+        for position, header in batches:
+            self._maybe_roll(header, now_ms)
+            epoch, latest = header.partition_leader_epoch, self._epochs.latest_epoch
+            if epoch >= 0 and (latest is None or epoch > latest):
+                # maybeAssignEpochStartOffset, before the data as on the leader path.
+                self._epochs.assign(epoch, header.base_offset)
+            self.active_segment.append(view[position : position + header.size], header)
+            self._log_end_offset = header.next_offset
+            if header.is_control:
+                # Transaction markers carry no sequences; replay on load skips them too.
+                self._producers.update_map_end_offset(header.next_offset)
+            else:
+                self._producers.update(header)
+            size += header.size
+        if batches and self._log_end_offset - self._recovery_point >= self._config.flush_messages:
+            self.flush(now_ms)
+        return FollowerAppendResult(
+            first_offset=batches[0][1].base_offset if batches else None,
+            last_offset=batches[-1][1].last_offset if batches else None,
+            batches=len(batches),
+            size_bytes=size,
+            skipped_batches=skipped,
+            log_end_offset=self._log_end_offset,
+        )
+
+    def _check_follower_batches(
+        self, records: bytes | bytearray | memoryview
+    ) -> tuple[list[tuple[int, RecordBatchHeader]], int]:
+        # Offsets must continue the log exactly: barnabas has no compaction, so a gap means the
+        # follower diverged from its leader (Kafka only rejects going backwards).
+        expected = self._log_end_offset
+        accepted: list[tuple[int, RecordBatchHeader]] = []
+        skipped = 0
+        for position, header in _whole_batches(records):
+            if not accepted and header.last_offset < expected:
+                skipped += 1
+                continue
+            validate_batch(records, position)
+            if header.base_offset != expected:
+                raise UnexpectedAppendOffsetError(expected, header.base_offset, header.last_offset)
+            accepted.append((position, header))
+            expected = header.next_offset
+        return accepted, skipped
 
     def _check_timestamps(self, header: RecordBatchHeader, now_ms: int) -> None:
         """LogValidator.validateTimestamp at batch granularity: the first and the largest timestamp.
@@ -602,30 +739,79 @@ class PartitionLog:
         return removed
 
     def truncate_to(self, offset: int, now_ms: int) -> bool:
-        """Cut the log back to ``offset`` (a follower diverged from its leader); return whether it changed.
+        """Remove every record at or above ``offset`` (Kafka's UnifiedLog.truncateTo); return whether the log changed.
+
+        Batches are opaque, so the batch holding ``offset`` goes whole and :attr:`log_end_offset`
+        becomes its base offset, which is below ``offset`` when ``offset`` was inside it (Kafka's
+        targets, epoch end offsets and high watermarks, are batch boundaries, where the two agree).
+        When ``offset`` is below the log start offset, or that batch began below it, nothing
+        readable remains and the log restarts empty at the lower of the two
+        (:meth:`truncate_fully_and_start_at`), as Kafka does. Epochs, producer state and the high
+        watermark follow the new log end.
 
         Raises:
-            ValueError: ``offset`` is below the log start offset.
+            ValueError: ``offset`` is negative.
         """
         self._check_open()
-        if offset < self._log_start_offset:
-            raise ValueError(f"cannot truncate to {offset}, below the log start offset {self._log_start_offset}")
+        if offset < 0:
+            raise ValueError(f"cannot truncate to a negative offset {offset}")
         if offset >= self._log_end_offset:
             return False
-        keep = [s for s in self._segments if s.base_offset <= offset]
+        end = self._batch_boundary_at_or_below(offset)
+        if offset < self._log_start_offset or end < self._log_start_offset:
+            self.truncate_fully_and_start_at(min(offset, self._log_start_offset), now_ms)
+            return True
+        keep = [s for s in self._segments if s.base_offset <= end]
         for segment in self._segments[len(keep) :]:
             segment.delete()
         self._segments = keep
         self._bases = [s.base_offset for s in keep]
-        self.active_segment.truncate_to(offset)
-        self._log_end_offset = offset
-        self._recovery_point = min(self._recovery_point, offset)
-        self._high_watermark = min(self._high_watermark, offset)
-        self._epochs.truncate_from_end(offset)
-        self._producers.delete_snapshots_after(offset)
-        start = self._producers.truncate_and_reload(self._log_start_offset, offset, now_ms)
-        rebuild_producer_state(self._producers, self._segments, start, offset)
+        self.active_segment.truncate_to(end)
+        self._log_end_offset = end
+        self._recovery_point = min(self._recovery_point, end)
+        self._high_watermark = min(self._high_watermark, end)
+        self._epochs.truncate_from_end(end)
+        self._producers.delete_snapshots_after(end)
+        start = self._producers.truncate_and_reload(self._log_start_offset, end, now_ms)
+        rebuild_producer_state(self._producers, self._segments, start, end)
+        logger.info("truncated log %s to offset %d (asked for %d)", self.directory, end, offset)
         return True
+
+    def _batch_boundary_at_or_below(self, offset: int) -> int:
+        found = self._segments[self._floor_segment(offset)].translate_offset(offset)
+        return offset if found is None else min(found.header.base_offset, offset)
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
+        """Delete every segment and restart the log empty at ``offset`` (UnifiedLog.truncateFullyAndStartAt).
+
+        For a follower that must start over: its fetch offset fell below the leader's log start,
+        or its empty log's first fetched batch begins below its start. Log start, log end,
+        recovery point and high watermark all become ``offset``; epochs and producer state are
+        cleared.
+
+        Raises:
+            ValueError: ``offset`` is negative.
+        """
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"cannot start a log at a negative offset {offset}")
+        for segment in self._segments:
+            segment.delete()
+        segment = LogSegment.create(
+            self.directory,
+            offset,
+            index_interval_bytes=self._config.index_interval_bytes,
+            max_index_bytes=self._config.segment_index_bytes,
+            now_ms=now_ms,
+        )
+        self._segments = [segment]
+        self._bases = [offset]
+        fsync_dir(self.directory)
+        self._log_start_offset = self._log_end_offset = self._recovery_point = self._high_watermark = offset
+        self._epochs.clear()
+        self._producers.truncate_fully(offset)
+        self._producers.delete_snapshots_after(-1)
+        logger.info("truncated log %s fully; it restarts at offset %d", self.directory, offset)
 
     # --- closing -----------------------------------------------------------------------------
 
@@ -671,3 +857,20 @@ class PartitionLog:
             f"PartitionLog({str(self.directory)!r}, log_start_offset={self._log_start_offset}, "
             f"log_end_offset={self._log_end_offset}, segments={len(self._segments)})"
         )
+
+
+def _whole_batches(records: bytes | bytearray | memoryview) -> Iterator[tuple[int, RecordBatchHeader]]:
+    """(position, header) of each whole batch, stopping at a partial one (ByteBufferLogInputStream).
+
+    Raises:
+        CorruptRecordError: a batchLength too small for a v2 header.
+    """
+    position, end = 0, len(records)
+    while end - position >= LOG_OVERHEAD:
+        length = int.from_bytes(records[position + 8 : position + LOG_OVERHEAD], "big", signed=True)
+        if length < _MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"record batch length {length} at byte {position} is too small")
+        if position + LOG_OVERHEAD + length > end:
+            return
+        yield position, parse_batch_header(records, position)
+        position += LOG_OVERHEAD + length

@@ -14,6 +14,11 @@ Rules this module keeps:
 - ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` per dir are written by
   :meth:`LogManager.checkpoint`, every ``checkpoint_interval_ms`` from :meth:`LogManager.maintain`,
   and at close.
+- ``replication-offset-checkpoint`` per dir holds every log's high watermark (Kafka's
+  ReplicaManager writes it; here the log manager owns the dirs). It is written by
+  :meth:`LogManager.checkpoint_high_watermarks`, every ``high_watermark_checkpoint_interval_ms``
+  (replica.high.watermark.checkpoint.interval.ms) from :meth:`LogManager.maintain`, and at close;
+  at load each log gets its entry as :attr:`PartitionLog.checkpointed_high_watermark`.
 - No clock is read: callers pass ``now_ms``.
 """
 
@@ -27,7 +32,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile
+from .checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    OffsetCheckpointFile,
+)
 from .config import LogConfig
 from .errors import (
     CorruptCheckpointError,
@@ -57,6 +67,8 @@ LOCK_FILE = ".lock"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 #: Kafka's log.flush.offset.checkpoint.interval.ms default.
 DEFAULT_CHECKPOINT_INTERVAL_MS = 60_000
+#: Kafka's replica.high.watermark.checkpoint.interval.ms default.
+DEFAULT_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS = 5_000
 
 
 class LogManager:
@@ -70,6 +82,7 @@ class LogManager:
         cluster_id: str | None,
         *,
         checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS,
+        high_watermark_checkpoint_interval_ms: int = DEFAULT_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS,
     ) -> None:
         """Create, lock and identify every log dir.
 
@@ -87,9 +100,11 @@ class LogManager:
         self.default_config = default_config
         self.broker_id = broker_id
         self.checkpoint_interval_ms = checkpoint_interval_ms
+        self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
         self._locks: dict[Path, int] = {}
         self._logs: dict[TopicPartition, tuple[Path, PartitionLog]] = {}
         self._last_checkpoint_ms: int | None = None
+        self._last_hw_checkpoint_ms: int | None = None
         self._closed = False
         try:
             for log_dir in self.log_dirs:
@@ -177,6 +192,7 @@ class LogManager:
             clean = self.clean_shutdown[log_dir]
             recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
             start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+            high_watermarks = self._read_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT)
             warned = clean
             for child in sorted(log_dir.iterdir()):
                 if not child.is_dir():
@@ -203,10 +219,11 @@ class LogManager:
                     now_ms,
                     recovery_point=recovery_point,
                     log_start_offset=start_offsets.get(tp),
+                    high_watermark=high_watermarks.get(tp),
                 )
                 self._logs[tp] = (log_dir, log)
                 loaded.append(tp)
-        self._last_checkpoint_ms = now_ms
+        self._last_checkpoint_ms = self._last_hw_checkpoint_ms = now_ms
         return sorted(loaded)
 
     @staticmethod
@@ -290,6 +307,11 @@ class LogManager:
         elif now_ms - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
             self.checkpoint()
             self._last_checkpoint_ms = now_ms
+        if self._last_hw_checkpoint_ms is None:
+            self._last_hw_checkpoint_ms = now_ms
+        elif now_ms - self._last_hw_checkpoint_ms >= self.high_watermark_checkpoint_interval_ms:
+            self.checkpoint_high_watermarks()
+            self._last_hw_checkpoint_ms = now_ms
         return results
 
     def checkpoint(self) -> None:
@@ -301,6 +323,13 @@ class LogManager:
             )
             OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
                 {tp: log.log_start_offset for tp, log in logs.items()}
+            )
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every log dir's ``replication-offset-checkpoint`` (ReplicaManager.checkpointHighWatermarks)."""
+        for log_dir in self.log_dirs:
+            OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(
+                {tp: log.high_watermark for tp, (d, log) in self._logs.items() if d == log_dir}
             )
 
     def close(self) -> None:
@@ -319,6 +348,7 @@ class LogManager:
                     logger.exception("closing the log of %s failed", tp)
                     failed.add(log_dir)
             self.checkpoint()
+            self.checkpoint_high_watermarks()
             for log_dir in self.log_dirs:
                 if log_dir not in failed:
                     write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b'{"version":0,"brokerEpoch":-1}')

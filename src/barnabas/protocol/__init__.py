@@ -4,6 +4,14 @@ Nothing in this package touches a socket, a file or an event loop (h11's rule): 
 typed values out, and back.
 """
 
+from ._client import (
+    decode_response,
+    encode_request,
+    request_class,
+    response_class,
+    response_correlation_id,
+    usable_version,
+)
 from ._errors import (
     CorruptRecordError,
     ErrorCode,
@@ -66,18 +74,24 @@ __all__ = [
     "build_record_batch",
     "decode_batch_records",
     "decode_request",
+    "decode_response",
     "encode_api_versions_error",
     "encode_fetch_response",
     "encode_metadata_response",
     "encode_produce_response",
+    "encode_request",
     "encode_response",
     "frame_with_header",
     "iter_batch_headers",
     "parse_batch_header",
     "patch_batch",
     "peek_header",
+    "request_class",
     "request_schema",
+    "response_class",
+    "response_correlation_id",
     "set_log_append_time",
+    "usable_version",
     "validate_batch",
     "validate_produce_records",
 ]

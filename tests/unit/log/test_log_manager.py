@@ -16,8 +16,10 @@ from barnabas.log import (
     LogConfig,
     LogDirLockedError,
     LogManager,
+    PartitionLog,
     TopicPartition,
 )
+from barnabas.log.checkpoint import OffsetCheckpointFile
 from barnabas.log.partition_metadata import encode_topic_id
 
 from .batches import T0, make_batch, offsets
@@ -257,3 +259,125 @@ def test_read_broker_id(dirs: list[Path], managers: list[LogManager]) -> None:
     assert read_broker_id(dirs[0]) == 12
     (dirs[1] / "meta.properties").write_text("version=0\n")
     assert read_broker_id(dirs[1]) is None
+
+
+# --- high watermark checkpoint (replication-offset-checkpoint) ---------------------------------
+
+
+def _replicated(manager: LogManager, partition: int, records: int, high_watermark: int) -> PartitionLog:
+    """A partition driven as replication will: leader appends, then its own high watermark."""
+    log = manager.create("t", partition, None, LogConfig(), T0)
+    log.append_as_leader(make_batch(records), 0, T0)
+    log.hw_follows_log_end = False
+    log.high_watermark = high_watermark
+    return log
+
+
+def test_high_watermarks_round_trip_through_a_clean_restart(dirs: list[Path], managers: list[LogManager]) -> None:
+    manager = start(managers, dirs)
+    _replicated(manager, 0, 5, 3)
+    manager.create("t", 1, None, LogConfig(), T0).append_as_leader(make_batch(4), 0, T0)  # single replica
+    manager.create("t", 2, None, LogConfig(), T0)
+    manager.close()
+    assert (dirs[0] / "replication-offset-checkpoint").read_text() == "0\n2\nt 0 3\nt 2 0\n"
+    assert (dirs[1] / "replication-offset-checkpoint").read_text() == "0\n1\nt 1 4\n"
+
+    restarted = start(managers, dirs)
+    logs = [restarted.get("t", p) for p in range(3)]
+    assert [log.checkpointed_high_watermark for log in logs if log] == [3, 4, 0]
+    # Single-replica behaviour is unchanged: the high watermark is the log end until
+    # replication takes the partition over and starts from the checkpoint.
+    assert [log.high_watermark for log in logs if log] == [5, 4, 0]
+    log = logs[0]
+    assert log is not None and log.hw_follows_log_end
+    log.hw_follows_log_end = False
+    log.high_watermark = log.checkpointed_high_watermark  # type: ignore[assignment]
+    assert log.high_watermark == 3
+
+
+def test_no_checkpoint_entry_keeps_the_log_end(dirs: list[Path], managers: list[LogManager]) -> None:
+    manager = start(managers, dirs)
+    manager.create("t", 0, None, LogConfig(), T0).append_as_leader(make_batch(2), 0, T0)
+    manager.close()
+    (dirs[0] / "replication-offset-checkpoint").unlink()
+    log = start(managers, dirs).get("t", 0)
+    assert log is not None and (log.checkpointed_high_watermark, log.high_watermark) == (None, 2)
+
+
+def test_high_watermarks_are_checkpointed_by_maintain_when_due(dirs: list[Path], managers: list[LogManager]) -> None:
+    manager = start(managers, dirs)
+    log = _replicated(manager, 0, 5, 1)
+    path = dirs[0] / "replication-offset-checkpoint"
+    manager.maintain(T0 + 4_999)
+    assert not path.exists()
+    manager.maintain(T0 + 5_000)  # replica.high.watermark.checkpoint.interval.ms
+    assert path.read_text() == "0\n1\nt 0 1\n"
+    assert not (dirs[0] / "recovery-point-offset-checkpoint").exists()  # that one waits 60 s
+    log.high_watermark = 4
+    manager.maintain(T0 + 9_999)
+    assert path.read_text() == "0\n1\nt 0 1\n"
+    manager.maintain(T0 + 10_000)
+    assert path.read_text() == "0\n1\nt 0 4\n"
+
+
+def test_the_high_watermark_interval_is_configurable(dirs: list[Path], managers: list[LogManager]) -> None:
+    manager = LogManager(dirs, LogConfig(), 1, "c1", high_watermark_checkpoint_interval_ms=100)
+    managers.append(manager)
+    manager.load_all(T0)
+    _replicated(manager, 0, 2, 2)
+    manager.maintain(T0 + 100)
+    assert (dirs[0] / "replication-offset-checkpoint").read_text() == "0\n1\nt 0 2\n"
+
+
+def test_a_crash_keeps_the_last_written_high_watermarks(dirs: list[Path], managers: list[LogManager]) -> None:
+    manager = start(managers, dirs)
+    log = _replicated(manager, 0, 5, 2)
+    manager.checkpoint_high_watermarks()
+    log.high_watermark = 5  # never checkpointed
+    crash(log)
+    manager._release_locks()  # the process died: its locks went with it
+    managers.remove(manager)
+
+    restarted = start(managers, dirs)
+    assert not any(restarted.clean_shutdown.values())
+    recovered = restarted.get("t", 0)
+    assert recovered is not None and recovered.checkpointed_high_watermark == 2
+
+
+def test_a_checkpointed_high_watermark_is_clamped_into_the_log(dirs: list[Path], managers: list[LogManager]) -> None:
+    manager = start(managers, dirs)
+    for p in range(2):
+        log = manager.create("t", p, None, LogConfig(), T0)
+        log.append_as_leader(make_batch(5), 0, T0)
+    manager.get("t", 1).delete_records_before(4)  # type: ignore[union-attr]
+    where = {p: manager.log_dir_of("t", p) for p in range(2)}
+    manager.close()
+    # A crash lost data the checkpoint had seen; a stale entry lies below the log start.
+    for p, high_watermark in [(0, 50), (1, 1)]:
+        log_dir = where[p]
+        assert log_dir is not None
+        OffsetCheckpointFile(log_dir / "replication-offset-checkpoint").write({TopicPartition("t", p): high_watermark})
+    restarted = start(managers, dirs)
+    assert [restarted.get("t", p).checkpointed_high_watermark for p in range(2)] == [5, 4]  # type: ignore[union-attr]
+
+
+def test_a_corrupt_high_watermark_checkpoint_is_ignored(dirs: list[Path], managers: list[LogManager]) -> None:
+    manager = start(managers, dirs)
+    manager.create("t", 0, None, LogConfig(), T0).append_as_leader(make_batch(2), 0, T0)
+    manager.close()
+    (dirs[0] / "replication-offset-checkpoint").write_text("0\n7\nt 0 1\n")
+    log = start(managers, dirs).get("t", 0)
+    assert log is not None and (log.checkpointed_high_watermark, log.high_watermark) == (None, 2)
+
+
+def test_a_log_opened_as_a_replica_starts_from_the_checkpoint(dirs: list[Path]) -> None:
+    directory = dirs[0] / "t-0"
+    log = PartitionLog.open(directory, LogConfig(), T0)
+    log.append_as_leader(make_batch(5), 0, T0)
+    log.close()
+    replica = PartitionLog.open(directory, LogConfig(), T0, high_watermark=3, hw_follows_log_end=False)
+    assert (replica.high_watermark, replica.checkpointed_high_watermark) == (3, 3)
+    replica.close()
+    no_entry = PartitionLog.open(directory, LogConfig(), T0, hw_follows_log_end=False)
+    assert (no_entry.high_watermark, no_entry.checkpointed_high_watermark) == (5, None)
+    no_entry.close()

@@ -19,12 +19,9 @@ BROKERS_ENDPOINT = 1
 def handle(state: BrokerState, request: Request) -> bytes:
     types = response_types(API_KEY, request.header.api_version)
     endpoint_type = int(getattr(request.body, "endpoint_type", BROKERS_ENDPOINT))
-    broker = make(
-        types.DescribeClusterBroker,
-        broker_id=state.broker_id,
-        host=state.advertised.host,
-        port=state.advertised.port,
-        rack=state.rack,
+    brokers = tuple(
+        make(types.DescribeClusterBroker, broker_id=info.broker_id, host=info.host, port=info.port, rack=info.rack)
+        for _, info in sorted(state.live_brokers().items())
     )
     if endpoint_type != BROKERS_ENDPOINT:
         response = make(
@@ -47,7 +44,7 @@ def handle(state: BrokerState, request: Request) -> bytes:
             endpoint_type=endpoint_type,
             cluster_id=state.cluster_id,
             controller_id=state.controller_id,
-            brokers=(broker,),
+            brokers=brokers,
             cluster_authorized_operations=-2147483648,
         )
     return encode_response(request.header.correlation_id, response)

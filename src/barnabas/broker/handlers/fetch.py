@@ -9,6 +9,10 @@ FENCED_LEADER_EPOCH, newer gets UNKNOWN_LEADER_EPOCH. The response waits up to `
 until ``min_bytes`` are available, an error is found, or new data arrives that satisfies it.
 Fetch sessions are not kept: every response carries session id 0, which clients treat as
 "send full requests" (KIP-227).
+
+A fetch with a replica id is a follower's: it reads up to the log end offset instead of the
+high watermark, and its fetch offset tells the leader how far that follower has come (which
+may move the high watermark and let the follower back into the ISR).
 """
 
 from __future__ import annotations
@@ -29,22 +33,42 @@ def _error(index: int, code: ErrorCode, high_watermark: int = -1, log_start: int
     return FetchPartitionResult(index, code, high_watermark, high_watermark, log_start, ())
 
 
+def _track_follower(state: BrokerState, topic_name: str, index: int, replica_id: int, fetch_offset: int) -> None:
+    leader = state.replicas.leader(topic_name, index) if state.replicas is not None else None
+    if leader is None:
+        return
+    if leader.on_follower_fetch(replica_id, fetch_offset, state.now_ms()):
+        state.fetch_waiters.notify((topic_name, index))  # consumers may read further now
+    if replica_id not in leader.isr and state.replicas is not None and leader.wants_to_join():
+        state.replicas.poke_isr()
+
+
 def _read_partition(
-    state: BrokerState, topic_name: str, partition: Any, limit: int, *, first: bool, read_committed: bool
+    state: BrokerState,
+    topic_name: str,
+    partition: Any,
+    limit: int,
+    *,
+    first: bool,
+    read_committed: bool,
+    replica_id: int,
 ) -> FetchPartitionResult:
     index = int(partition.partition)
     found = state.leader_partition(topic_name, index, int(getattr(partition, "current_leader_epoch", -1)))
     if isinstance(found, ErrorCode):
         return _error(index, found)  # Kafka reports high watermark -1 with any partition error
     partition_log = found.log
+    fetch_offset = int(partition.fetch_offset)
+    if replica_id >= 0:
+        _track_follower(state, topic_name, index, replica_id, fetch_offset)
     high_watermark = partition_log.high_watermark
     log_start = partition_log.log_start_offset
     max_bytes = min(int(partition.partition_max_bytes), limit)
     try:
         result = partition_log.read(
-            int(partition.fetch_offset),
+            fetch_offset,
             max_bytes,
-            max_offset=high_watermark,
+            max_offset=partition_log.log_end_offset if replica_id >= 0 else high_watermark,
             min_one_batch=first,
         )
     except log_errors.OffsetOutOfRangeError:
@@ -60,6 +84,7 @@ def _read_all(
     state: BrokerState, body: Any, max_bytes: int
 ) -> tuple[list[tuple[str, list[FetchPartitionResult]]], int, bool]:
     read_committed = int(getattr(body, "isolation_level", 0)) == 1
+    replica_id = int(getattr(body, "replica_id", -1))
     remaining = max_bytes
     total = 0
     errors = False
@@ -68,7 +93,13 @@ def _read_all(
         partitions = []
         for partition in topic.partitions:
             outcome = _read_partition(
-                state, topic.topic, partition, max(remaining, 0), first=total == 0, read_committed=read_committed
+                state,
+                topic.topic,
+                partition,
+                max(remaining, 0),
+                first=total == 0,
+                read_committed=read_committed,
+                replica_id=replica_id,
             )
             size = sum(len(chunk) for chunk in outcome.records)
             total += size

@@ -99,7 +99,10 @@ async def handle(state: BrokerState, request: Request) -> bytes:
                 continue
             seen.add(key)
             topics.append(await _resolve(state, name, topic_id, auto_create))
-    brokers = [MetadataBroker(state.broker_id, state.advertised.host, state.advertised.port, state.rack)]
+    brokers = [
+        MetadataBroker(info.broker_id, info.host, info.port, info.rack)
+        for _, info in sorted(state.live_brokers().items())
+    ]
     return encode_metadata_response(
         version, request.header.correlation_id, brokers, state.cluster_id, state.controller_id, topics
     )

@@ -1,0 +1,366 @@
+"""A Kafka client connection for broker-to-broker traffic: an asyncio shell around the codec.
+
+A follower talks to its leader through one of these (Fetch with replica_id, OffsetForLeaderEpoch,
+Metadata, ApiVersions). Like httpcore around h11, the bytes are split by the sans-IO
+``FrameReader`` and encoded and decoded by ``barnabas.protocol``; this module only moves them.
+
+Rules this module keeps (Kafka's NetworkClient/InFlightRequests semantics):
+
+- Requests are pipelined: any number may be in flight on the one connection. A Kafka broker
+  answers them in order, so each response must carry the correlation id of the oldest request
+  still in flight; anything else is a protocol error.
+- Every failure is a ``BrokerConnectionError``: the connection could not be made, was closed or
+  reset by the peer or by ``close()``, a request timed out, or the peer sent bytes that do not
+  decode. Any of them breaks the whole connection, like Kafka's request timeout: every request
+  in flight fails with its own BrokerConnectionError (the cause in ``__cause__``), and every
+  later request fails at once. Callers reconnect; nothing here retries.
+- Our own misuse (a body of the wrong class, a value that does not fit) raises
+  LocalProtocolError before anything is sent and leaves the connection as it was.
+- A request whose caller is cancelled stays in the in-flight queue so later responses still
+  match; its response is dropped undecoded when it arrives.
+- Responses are decoded in the requesting task, not in the protocol callback, so a cancelled
+  request costs no decoding and a large Fetch response is decoded by the task that wants it.
+- No busy loops and no sleeps: the reader is driven by ``data_received``, waiters by futures,
+  timeouts by ``asyncio.timeout``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import enum
+import logging
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Final, cast
+
+from barnabas.protocol import (
+    NEED_DATA,
+    ErrorCode,
+    FrameReader,
+    RemoteProtocolError,
+    decode_response,
+    encode_request,
+    request_class,
+    response_correlation_id,
+)
+
+__all__ = ["DEFAULT_MAX_RESPONSE_SIZE", "BrokerConnectionError", "KafkaClient"]
+
+log = logging.getLogger(__name__)
+
+#: Largest response frame accepted; a bigger size prefix breaks the connection before the
+#: payload is buffered (Kafka's replica.fetch.response.max.bytes defaults to 10 MiB).
+DEFAULT_MAX_RESPONSE_SIZE: Final = 256 << 20
+
+_API_VERSIONS = 18
+_API_VERSIONS_VERSION = 3  # the newest with a distinct layout; v4 only adds error semantics
+_CORRELATION_LIMIT = 1 << 31  # correlation ids are int32 and wrap to 0
+
+
+class BrokerConnectionError(ConnectionError):
+    """The connection to a broker failed, closed or timed out, or the broker broke the protocol.
+
+    Every request in flight when it happens fails with one of these; the connection is unusable
+    afterwards. ``__cause__`` holds the underlying error when there is one.
+    """
+
+
+class Phase(enum.Enum):
+    OPEN = enum.auto()
+    CLOSED = enum.auto()
+
+
+@dataclass(slots=True)
+class _InFlight:
+    correlation_id: int
+    api_key: int
+    api_version: int
+    response: asyncio.Future[bytes]
+
+
+class _ClientProtocol(asyncio.Protocol):
+    """Transport callbacks: split frames and hand each to the oldest request in flight."""
+
+    def __init__(self, client: KafkaClient) -> None:
+        self._client = client
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self._client._transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self._client._data_received(data)
+
+    def eof_received(self) -> bool:
+        self._client._data_received(b"")
+        return False  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._client._connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._client._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._client._can_write.set()
+
+
+class KafkaClient:
+    """One client connection to a Kafka broker. Make it with :meth:`connect`.
+
+    Use as ``async with await KafkaClient.connect(...) as client:`` or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str | None,
+        request_timeout_s: float,
+        max_response_size: int,
+    ) -> None:
+        """Use :meth:`connect`; this makes an unconnected client."""
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.request_timeout_s = request_timeout_s
+        self._frames = FrameReader(max_response_size)
+        self._transport: asyncio.Transport | None = None
+        self._phase = Phase.OPEN
+        self._in_flight: collections.deque[_InFlight] = collections.deque()
+        self._next_correlation_id = 0
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+        self._closed = asyncio.Event()
+        self._failure: tuple[str, BaseException | None] | None = None
+
+    @classmethod
+    async def connect(
+        cls,
+        host: str,
+        port: int,
+        *,
+        client_id: str | None = "barnabas",
+        timeout_s: float = 30.0,
+        request_timeout_s: float | None = None,
+        max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
+    ) -> KafkaClient:
+        """Open a TCP connection to a broker.
+
+        Args:
+            host: the broker's host.
+            port: the broker's port.
+            client_id: sent in every request header (None sends a null string).
+            timeout_s: how long the TCP connect may take (Kafka's socket.connection.setup.timeout.ms).
+            request_timeout_s: default time a request may wait for its response; None means
+                ``timeout_s``. A long-poll Fetch needs more than its max_wait.
+            max_response_size: the largest response frame accepted.
+
+        Raises:
+            BrokerConnectionError: the connection could not be made in time.
+        """
+        client = cls(
+            host,
+            port,
+            client_id=client_id,
+            request_timeout_s=timeout_s if request_timeout_s is None else request_timeout_s,
+            max_response_size=max_response_size,
+        )
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(timeout_s):
+                await loop.create_connection(lambda: _ClientProtocol(client), host, port)
+        except TimeoutError as exc:
+            raise BrokerConnectionError(f"connecting to {host}:{port} timed out after {timeout_s}s") from exc
+        except OSError as exc:
+            raise BrokerConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
+        return client
+
+    # -- public API --------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection failed or was closed; every request then raises."""
+        return self._phase is Phase.CLOSED
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent whose responses have not arrived yet (cancelled ones included)."""
+        return len(self._in_flight)
+
+    async def request(self, api_key: int, api_version: int, body: Any, *, timeout_s: float | None = None) -> Any:
+        """Send one request and return the decoded response body (a kio response entity).
+
+        Several calls may run concurrently on one client; they are pipelined on the connection.
+
+        Args:
+            api_key: the request's API key.
+            api_version: the version to send; ``body`` must be that version's kio request class
+                (``barnabas.protocol.request_class(api_key, api_version)``).
+            body: the kio request entity.
+            timeout_s: how long to wait for the response, including waiting for the transport
+                to accept the bytes; None means the client's ``request_timeout_s``.
+
+        Returns:
+            The kio response entity. Kafka error codes inside it are data, not exceptions.
+
+        Raises:
+            BrokerConnectionError: the connection is closed or failed, the response did not
+                arrive in time, or it did not decode; the connection is closed afterwards.
+            LocalProtocolError: ``body`` cannot be encoded as (api_key, api_version); nothing
+                was sent and the connection is unaffected.
+        """
+        self._raise_if_closed()
+        correlation_id = self._next_correlation_id
+        frame = encode_request(api_key, api_version, correlation_id, self.client_id, body)
+        self._next_correlation_id = (correlation_id + 1) % _CORRELATION_LIMIT
+        entry = _InFlight(correlation_id, api_key, api_version, asyncio.get_running_loop().create_future())
+        self._in_flight.append(entry)
+        assert self._transport is not None
+        self._transport.write(frame)
+        timeout = self.request_timeout_s if timeout_s is None else timeout_s
+        try:
+            async with asyncio.timeout(timeout):
+                if not self._can_write.is_set():
+                    await self._can_write.wait()
+                payload = await entry.response
+        except TimeoutError:
+            message = f"{self._describe(entry)} got no response within {timeout}s"
+            self._fail(message, None)
+            raise BrokerConnectionError(f"{self._where()}: {message}") from None
+        finally:
+            if not entry.response.done():
+                entry.response.cancel()  # the caller left: drop the response when it comes
+            elif not entry.response.cancelled():
+                entry.response.exception()  # retrieved, even if the caller left before awaiting it
+        try:
+            _, response = decode_response(api_key, api_version, payload)
+        except RemoteProtocolError as exc:
+            message = f"{self._describe(entry)}: {exc}"
+            self._fail(message, exc)
+            raise BrokerConnectionError(f"{self._where()}: {message}") from exc
+        return response
+
+    async def api_versions(self, *, timeout_s: float | None = None) -> dict[int, tuple[int, int]]:
+        """Ask the broker which versions it serves: api_key -> (min_version, max_version).
+
+        Sends ApiVersions v3; a broker that does not know v3 answers UNSUPPORTED_VERSION with
+        its own ApiVersions range, and the request is repeated in the highest version both
+        speak (KIP-511's negotiation, as Kafka's NetworkClient does it).
+
+        Raises:
+            BrokerConnectionError: as for :meth:`request`, or the broker answered with an error.
+        """
+        version = _API_VERSIONS_VERSION
+        while True:
+            response = await self.request(_API_VERSIONS, version, _api_versions_request(version), timeout_s=timeout_s)
+            ranges = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
+            if response.error_code == ErrorCode.none:
+                return ranges
+            low, high = ranges.get(_API_VERSIONS, (0, -1))
+            if response.error_code != ErrorCode.unsupported_version or not low <= high < version:
+                raise BrokerConnectionError(f"{self._where()}: ApiVersions v{version} failed: {response.error_code!r}")
+            version = high
+
+    def close(self) -> None:
+        """Close the connection; requests in flight fail with BrokerConnectionError. Idempotent."""
+        self._fail("closed by the client", None, graceful=True)
+
+    async def wait_closed(self) -> None:
+        """Wait until the transport has closed (after :meth:`close` or a failure)."""
+        await self._closed.wait()
+
+    async def __aenter__(self) -> KafkaClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+        await self.wait_closed()
+
+    # -- callbacks from _ClientProtocol -----------------------------------------------------
+
+    def _data_received(self, data: bytes) -> None:
+        frames = self._frames
+        frames.receive_data(data)
+        while self._phase is Phase.OPEN:
+            try:
+                frame = frames.next_frame()
+                if frame is NEED_DATA:
+                    if frames.ended:
+                        self._fail("connection closed by the broker", None)
+                    return
+                assert isinstance(frame, bytes)
+                self._deliver(frame)
+            except RemoteProtocolError as exc:
+                self._fail(str(exc), exc)
+
+    def _deliver(self, frame: bytes) -> None:
+        correlation_id = response_correlation_id(frame)
+        if not self._in_flight:
+            raise RemoteProtocolError(f"response with correlation id {correlation_id} but no request in flight")
+        entry = self._in_flight[0]
+        if correlation_id != entry.correlation_id:
+            raise RemoteProtocolError(
+                f"response with correlation id {correlation_id}, expected {entry.correlation_id} "
+                f"for {self._describe(entry)}"
+            )
+        self._in_flight.popleft()
+        if not entry.response.done():  # done: its caller was cancelled
+            entry.response.set_result(frame)
+
+    def _connection_lost(self, exc: Exception | None) -> None:
+        self._fail("connection lost" if exc is None else f"connection lost: {exc}", exc)
+        self._closed.set()
+
+    # -- failure ----------------------------------------------------------------------------
+
+    def _fail(self, reason: str, cause: BaseException | None, *, graceful: bool = False) -> None:
+        """Break the connection once: close the transport and fail every request in flight.
+
+        ``graceful`` (our own close) lets the transport flush what it has buffered; any other
+        failure aborts it, dropping unsent bytes.
+        """
+        if self._phase is Phase.CLOSED:
+            return
+        self._phase = Phase.CLOSED
+        self._failure = (reason, cause)
+        if self._in_flight:
+            log.debug("%s: %s; failing %d requests in flight", self._where(), reason, len(self._in_flight))
+        while self._in_flight:
+            entry = self._in_flight.popleft()
+            if not entry.response.done():
+                error = BrokerConnectionError(f"{self._where()}: {self._describe(entry)} failed: {reason}")
+                error.__cause__ = cause
+                entry.response.set_exception(error)
+        self._can_write.set()  # wake writers; they find their futures failed
+        if self._transport is not None:
+            if graceful:
+                self._transport.close()
+            else:
+                self._transport.abort()
+        else:
+            self._closed.set()
+
+    def _raise_if_closed(self) -> None:
+        if self._phase is Phase.OPEN:
+            return
+        reason, cause = self._failure or ("closed", None)
+        raise BrokerConnectionError(f"{self._where()}: connection is closed ({reason})") from cause
+
+    def _where(self) -> str:
+        return f"broker {self.host}:{self.port}"
+
+    @staticmethod
+    def _describe(entry: _InFlight) -> str:
+        return f"api_key={entry.api_key} v{entry.api_version} (correlation id {entry.correlation_id})"
+
+
+def _api_versions_request(version: int) -> Any:
+    cls = request_class(_API_VERSIONS, version)
+    if version >= 3:
+        return cls(client_software_name="barnabas", client_software_version="0")
+    return cls()

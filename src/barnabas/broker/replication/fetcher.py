@@ -1,0 +1,315 @@
+"""A follower's fetcher: replicate every partition this broker follows from one leader broker.
+
+Kafka's ReplicaFetcherThread as one asyncio task per leader broker:
+
+- **Truncation first** (KIP-101/279): before fetching a partition under a new leader epoch, ask
+  the leader (OffsetForLeaderEpoch, replica id set) where this replica's latest epoch ends on
+  its log, and cut the local log back to there, so a replica that was ahead of the new leader
+  drops what the leader never had.
+- **Then fetch**: Fetch v12 with this broker's replica id, from the log end offset, long-polling
+  ``replica.fetch.wait.max.ms``. Returned batches are appended unchanged (the leader assigned
+  their offsets and epochs); the local high watermark follows the leader's.
+- A partition the leader answers with NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH or
+  UNKNOWN_LEADER_EPOCH waits ``replica.fetch.backoff.ms`` and tries again: the leader or this
+  broker has not seen the newest partition state yet, and the next reconcile settles it.
+- A connection error drops the connection and retries after the backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from barnabas.protocol import ErrorCode, request_class
+
+from ..client import BrokerConnectionError, KafkaClient
+
+if TYPE_CHECKING:
+    from ..state import BrokerState
+
+__all__ = ["ReplicaFetcher"]
+
+log = logging.getLogger(__name__)
+
+FETCH = 1
+FETCH_VERSION = 12
+OFFSET_FOR_LEADER_EPOCH = 23
+OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+
+TopicPartition = tuple[str, int]
+
+_RETRIABLE = {
+    ErrorCode.not_leader_or_follower,
+    ErrorCode.fenced_leader_epoch,
+    ErrorCode.unknown_leader_epoch,
+    ErrorCode.unknown_topic_or_partition,
+    ErrorCode.leader_not_available,
+    ErrorCode.kafka_storage_error,
+}
+
+
+@dataclass(slots=True)
+class _Followed:
+    leader_epoch: int
+    truncated: bool = False
+    #: monotonic time before which this partition is not fetched (after an error).
+    paused_until: float = 0.0
+
+
+class ReplicaFetcher:
+    def __init__(self, state: BrokerState, leader_id: int) -> None:
+        self.state = state
+        self.leader_id = leader_id
+        self.partitions: dict[TopicPartition, _Followed] = {}
+        self.task: asyncio.Task[None] | None = None
+        self._client: KafkaClient | None = None
+        self._changed = asyncio.Event()
+        config = state.config
+        self._backoff_s = int(config["replica.fetch.backoff.ms"]) / 1000
+        self._wait_ms = int(config["replica.fetch.wait.max.ms"])
+        self._timeout_s = int(config["replica.socket.timeout.ms"]) / 1000
+        self._partition_max = int(config["replica.fetch.max.bytes"])
+        self._response_max = int(config["replica.fetch.response.max.bytes"])
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run(), name=f"fetcher from broker {self.leader_id}")
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+
+    async def close(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+        self._drop_client()
+
+    def add(self, tp: TopicPartition, leader_epoch: int) -> None:
+        """Follow ``tp`` under ``leader_epoch`` (again): it is truncated before it is fetched."""
+        self.partitions[tp] = _Followed(leader_epoch)
+        self._changed.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            if not self._ready():
+                await self._wait_for_work()
+                continue
+            try:
+                client = await self._connect()
+                if client is None:
+                    await asyncio.sleep(self._backoff_s)
+                    continue
+                await self._truncate(client)
+                if not await self._fetch(client):
+                    await self._wait_for_work()
+            except BrokerConnectionError as exc:
+                log.warning("fetching from broker %d failed (%s); retrying", self.leader_id, exc)
+                self._drop_client()
+                await asyncio.sleep(self._backoff_s)
+            except Exception:
+                log.exception("fetcher from broker %d failed; retrying", self.leader_id)
+                self._drop_client()
+                await asyncio.sleep(self._backoff_s)
+
+    def _ready(self) -> list[TopicPartition]:
+        now = time.monotonic()
+        return [tp for tp, followed in self.partitions.items() if followed.paused_until <= now]
+
+    async def _wait_for_work(self) -> None:
+        """Until a partition is added or the earliest pause ends."""
+        self._changed.clear()
+        pauses = [f.paused_until for f in self.partitions.values()]
+        timeout = max(min(pauses) - time.monotonic(), 0.0) if pauses else None
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._changed.wait()
+
+    async def _connect(self) -> KafkaClient | None:
+        if self._client is not None and not self._client.closed:
+            return self._client
+        info = self.state.brokers.live.get(self.leader_id)
+        if info is None:
+            return None
+        self._client = await KafkaClient.connect(
+            info.host,
+            info.port,
+            client_id=f"barnabas-replica-{self.state.broker_id}",
+            timeout_s=self._timeout_s,
+            request_timeout_s=self._timeout_s + self._wait_ms / 1000,
+        )
+        return self._client
+
+    def _drop_client(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _pause(self, tp: TopicPartition) -> None:
+        followed = self.partitions.get(tp)
+        if followed is not None:
+            followed.paused_until = time.monotonic() + self._backoff_s
+
+    # -- truncation --------------------------------------------------------------------------------
+
+    async def _truncate(self, client: KafkaClient) -> None:
+        pending: dict[TopicPartition, tuple[int, int]] = {}
+        for tp in self._ready():
+            waiting = self.partitions[tp]
+            if waiting.truncated:
+                continue
+            partition_log = self.state.logs.get(*tp)
+            if partition_log is None:
+                continue
+            latest = partition_log.latest_epoch
+            if latest is None:
+                waiting.truncated = True  # nothing written under any epoch: nothing to cut
+                continue
+            pending[tp] = (waiting.leader_epoch, latest)
+        if not pending:
+            return
+        topic_cls = request_class(OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, "OffsetForLeaderTopic")
+        partition_cls = request_class(
+            OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, "OffsetForLeaderPartition"
+        )
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, partition), (leader_epoch, latest) in pending.items():
+            by_topic.setdefault(topic, []).append(
+                partition_cls(partition=partition, current_leader_epoch=leader_epoch, leader_epoch=latest)
+            )
+        body = request_class(OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION)(
+            replica_id=self.state.broker_id,
+            topics=tuple(topic_cls(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+        )
+        response = await client.request(OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body)
+        for topic_result in response.topics:
+            for result in topic_result.partitions:
+                tp = (str(topic_result.topic), int(result.partition))
+                sent = pending.get(tp)
+                followed = self.partitions.get(tp)
+                if sent is None or followed is None or followed.leader_epoch != sent[0]:
+                    continue
+                code = ErrorCode(result.error_code)
+                if code is not ErrorCode.none:
+                    log.info("%s-%d: leader %d answered %s to OffsetForLeaderEpoch", *tp, self.leader_id, code.name)
+                    self._pause(tp)
+                    continue
+                self._truncate_to_leader(tp, sent[1], int(result.leader_epoch), int(result.end_offset))
+                followed.truncated = True
+
+    def _truncate_to_leader(self, tp: TopicPartition, asked_epoch: int, epoch: int, end_offset: int) -> None:
+        """Cut the log where it stops agreeing with the leader (Kafka's getOffsetTruncationState)."""
+        partition_log = self.state.logs.get(*tp)
+        if partition_log is None:
+            return
+        local_end = partition_log.log_end_offset
+        if epoch < 0 or end_offset < 0:
+            target = min(partition_log.high_watermark, local_end)  # the leader knows no such epoch
+        elif epoch == asked_epoch:
+            target = min(end_offset, local_end)
+        else:
+            local_epoch, local_epoch_end = partition_log.end_offset_for_epoch(epoch)
+            target = min(end_offset, local_epoch_end if local_epoch >= 0 else local_end, local_end)
+        target = max(target, partition_log.log_start_offset)
+        if target < local_end:
+            partition_log.truncate_to(target, self.state.now_ms())
+            log.warning(
+                "%s-%d: truncated from %d to %d to match leader %d (epoch %d ends at %d there)",
+                *tp, local_end, partition_log.log_end_offset, self.leader_id, epoch, end_offset,
+            )  # fmt: skip
+
+    # -- fetching ----------------------------------------------------------------------------------
+
+    async def _fetch(self, client: KafkaClient) -> bool:
+        """One Fetch round; False when no partition is ready to fetch."""
+        sent: dict[TopicPartition, tuple[int, int]] = {}
+        partition_cls = request_class(FETCH, FETCH_VERSION, "FetchPartition")
+        topic_cls = request_class(FETCH, FETCH_VERSION, "FetchTopic")
+        by_topic: dict[str, list[Any]] = {}
+        for tp in self._ready():
+            followed = self.partitions[tp]
+            partition_log = self.state.logs.get(*tp)
+            if not followed.truncated or partition_log is None:
+                continue
+            sent[tp] = (followed.leader_epoch, partition_log.log_end_offset)
+            by_topic.setdefault(tp[0], []).append(
+                partition_cls(
+                    partition=tp[1],
+                    current_leader_epoch=followed.leader_epoch,
+                    fetch_offset=partition_log.log_end_offset,
+                    last_fetched_epoch=-1,
+                    log_start_offset=partition_log.log_start_offset,
+                    partition_max_bytes=self._partition_max,
+                )
+            )
+        if not sent:
+            return False
+        body = request_class(FETCH, FETCH_VERSION)(
+            replica_id=self.state.broker_id,
+            max_wait=datetime.timedelta(milliseconds=self._wait_ms),
+            min_bytes=1,
+            max_bytes=self._response_max,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=tuple(topic_cls(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+        response = await client.request(FETCH, FETCH_VERSION, body)
+        code = ErrorCode(response.error_code)
+        if code is not ErrorCode.none:
+            log.warning("fetch from broker %d failed: %s", self.leader_id, code.name)
+            for tp in sent:
+                self._pause(tp)
+            return True
+        for topic_result in response.responses:
+            for result in topic_result.partitions:
+                tp = (str(topic_result.topic), int(result.partition_index))
+                if tp in sent:
+                    self._apply(tp, sent[tp], result)
+        return True
+
+    def _apply(self, tp: TopicPartition, sent: tuple[int, int], result: Any) -> None:
+        followed = self.partitions.get(tp)
+        partition_log = self.state.logs.get(*tp)
+        if followed is None or followed.leader_epoch != sent[0] or partition_log is None:
+            return  # the partition moved on while the fetch was in flight
+        if partition_log.log_end_offset != sent[1]:
+            return  # truncated meanwhile
+        code = ErrorCode(result.error_code)
+        if code is ErrorCode.offset_out_of_range:
+            leader_start = int(result.log_start_offset)
+            if 0 <= sent[1] < leader_start:
+                log.warning("%s-%d: leader %d starts at %d, past our end %d; starting over there",
+                            *tp, self.leader_id, leader_start, sent[1])  # fmt: skip
+                partition_log.truncate_fully_and_start_at(leader_start, self.state.now_ms())
+            else:
+                log.warning(
+                    "%s-%d: offset %d out of range on leader %d; truncating again", *tp, sent[1], self.leader_id
+                )
+                followed.truncated = False
+                self._pause(tp)
+            return
+        if code in _RETRIABLE:
+            self._pause(tp)
+            return
+        if code is not ErrorCode.none:
+            log.warning("%s-%d: leader %d answered %s", *tp, self.leader_id, code.name)
+            self._pause(tp)
+            return
+        records = result.records
+        if records:
+            partition_log.append_as_follower(records, self.state.now_ms())
+        partition_log.high_watermark = min(int(result.high_watermark), partition_log.log_end_offset)
+        self.state.fetch_waiters.notify(tp)

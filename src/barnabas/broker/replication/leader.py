@@ -1,0 +1,147 @@
+"""A partition this broker leads: follower progress, the high watermark and acks=all waiters.
+
+Kafka's Partition and Replica classes, for the leader side:
+
+- Each follower's log end offset is the offset of its latest Fetch. Its ``last_caught_up_ms`` is
+  that fetch's time if it asked for the leader's log end, or the previous fetch's time if it
+  asked for at least what the leader's log end was then (Replica.updateFetchState): a follower
+  that keeps up never looks lagging, however busy the leader.
+- The high watermark is the smallest log end offset over the ISR (the leader's own included);
+  it only moves forward. acks=all produce waits until it passes the batch.
+- A follower joins the ISR once it has reached the high watermark and the start of this leader
+  epoch (so it has truncated against this leader); it leaves after ``replica.lag.time.max.ms``
+  without catching up. Those changes are written by the replica manager, which calls
+  ``set_isr`` once storage has them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from barnabas.cluster import PartitionState
+from barnabas.log import PartitionLog
+from barnabas.protocol import ErrorCode
+
+__all__ = ["FollowerProgress", "LeaderReplica"]
+
+
+@dataclass(slots=True)
+class FollowerProgress:
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    last_fetch_leader_end: int = -1
+
+
+class LeaderReplica:
+    def __init__(  # noqa: PLR0917 - one partition's identity and starting state, all required
+        self, topic: str, partition: int, log: PartitionLog, state: PartitionState, replicas: tuple[int, ...],
+        broker_id: int, now_ms: int,
+    ) -> None:  # fmt: skip
+        self.topic = topic
+        self.partition = partition
+        self.log = log
+        self.state = state
+        self.replicas = replicas
+        self.broker_id = broker_id
+        #: Where this leader epoch starts; a follower below it has not truncated against us yet.
+        self.epoch_start_offset = log.log_end_offset
+        # Followers start "caught up now", as Kafka resets them on a leader change.
+        self.followers = {r: FollowerProgress(last_caught_up_ms=now_ms) for r in replicas if r != broker_id}
+        self._waiters: list[tuple[int, asyncio.Future[ErrorCode]]] = []
+        self.resigned = False
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return self.state.isr
+
+    def set_state(self, state: PartitionState) -> None:
+        """A newer state with the same leader and epoch (an ISR change); the HW may move."""
+        self.state = state
+        self.maybe_advance_high_watermark()
+
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """Record a follower's fetch; return whether the high watermark moved."""
+        progress = self.followers.get(replica_id)
+        if progress is None:
+            return False
+        leader_end = self.log.log_end_offset
+        if fetch_offset >= leader_end:
+            progress.last_caught_up_ms = max(progress.last_caught_up_ms, now_ms)
+        elif fetch_offset >= progress.last_fetch_leader_end:
+            progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.last_fetch_ms)
+        progress.log_end_offset = fetch_offset
+        progress.last_fetch_ms = now_ms
+        progress.last_fetch_leader_end = leader_end
+        return self.maybe_advance_high_watermark()
+
+    def maybe_advance_high_watermark(self) -> bool:
+        """Move the HW up to the smallest log end offset over the ISR; wake what it satisfies."""
+        ends = [self.log.log_end_offset]
+        for replica in self.state.isr:
+            if replica != self.broker_id:
+                progress = self.followers.get(replica)
+                ends.append(progress.log_end_offset if progress is not None else -1)
+        candidate = min(ends)
+        if candidate <= self.log.high_watermark:
+            return False
+        self.log.high_watermark = candidate
+        self._complete_waiters()
+        return True
+
+    def wants_to_join(self) -> list[int]:
+        """Followers outside the ISR that have caught up (ISR expansion candidates)."""
+        hw = self.log.high_watermark
+        return [
+            r for r, p in self.followers.items()
+            if r not in self.state.isr and p.log_end_offset >= max(hw, self.epoch_start_offset)
+        ]  # fmt: skip
+
+    def lagging(self, now_ms: int, max_lag_ms: int) -> list[int]:
+        """ISR followers that have not caught up for longer than ``max_lag_ms`` (shrink candidates)."""
+        return [
+            r for r in self.state.isr
+            if r != self.broker_id and now_ms - self.followers.get(r, FollowerProgress()).last_caught_up_ms > max_lag_ms
+        ]  # fmt: skip
+
+    async def wait_for_high_watermark(self, offset: int, timeout_s: float) -> ErrorCode:
+        """Wait until the HW reaches ``offset``: NONE, REQUEST_TIMED_OUT, or NOT_LEADER_OR_FOLLOWER."""
+        if self.log.high_watermark >= offset:
+            return ErrorCode.none
+        if self.resigned:
+            return ErrorCode.not_leader_or_follower
+        future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        entry = (offset, future)
+        self._waiters.append(entry)
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await future
+        except TimeoutError:
+            return ErrorCode.request_timed_out
+        finally:
+            if entry in self._waiters:
+                self._waiters.remove(entry)
+
+    def resign(self) -> None:
+        """This broker no longer leads the partition: every waiting produce fails."""
+        self.resigned = True
+        for _, future in self._waiters:
+            if not future.done():
+                future.set_result(ErrorCode.not_leader_or_follower)
+        self._waiters = []
+
+    def _complete_waiters(self) -> None:
+        hw = self.log.high_watermark
+        remaining = []
+        for offset, future in self._waiters:
+            if offset <= hw:
+                if not future.done():
+                    future.set_result(ErrorCode.none)
+            else:
+                remaining.append((offset, future))
+        self._waiters = remaining

@@ -1,0 +1,260 @@
+"""This broker's replicas: lead, follow or drop each one as the stored partition states say.
+
+Kafka's ReplicaManager driven by storage instead of LeaderAndIsr requests: ``poke()`` (called on
+every metadata hint) schedules a reconcile that compares the partition states in the TopicStore
+with the roles this broker plays, and
+
+- makes a partition whose state names this broker as leader a LeaderReplica (a new one for each
+  new leader epoch, after recording the epoch's start in the log's leader epoch cache);
+- hands a partition led elsewhere to the fetcher for that leader, which truncates it against the
+  leader and then replicates it;
+- creates logs for new replicas and removes logs of deleted topics (``reconcile_local_logs``).
+
+The leader's ISR changes are written here, one at a time, with compare-and-set on the partition
+key (ZooKeeper-mode Kafka's leader-driven ISR updates): expansion as soon as a follower catches
+up, shrinking when one lags longer than ``replica.lag.time.max.ms``. While coordination is
+unreachable the writes fail and are retried; produce and fetch go on meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from typing import TYPE_CHECKING
+
+from barnabas.cluster import PartitionState, Topic
+from barnabas.coordination import CoordinationError, VersionConflictError
+from barnabas.log import PartitionLog
+
+from ..topic_admin import reconcile_local_logs, stored_log_config
+from .fetcher import ReplicaFetcher
+from .leader import LeaderReplica
+
+if TYPE_CHECKING:
+    from ..state import BrokerState
+
+__all__ = ["ReplicaManager"]
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+class ReplicaManager:
+    def __init__(self, state: BrokerState) -> None:
+        self.state = state
+        self.leaders: dict[TopicPartition, LeaderReplica] = {}
+        #: Partitions followed: (leader id, leader epoch).
+        self.following: dict[TopicPartition, tuple[int, int]] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._configs: dict[str, dict[str, str]] = {}
+        self._reconcile_wake = asyncio.Event()
+        self._isr_wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.reconcile()
+        self._tasks = [
+            asyncio.create_task(self._reconcile_loop(), name="replica reconcile"),
+            asyncio.create_task(self._isr_loop(), name="isr updates"),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for fetcher in self.fetchers.values():
+            fetcher.stop()
+        for task in [*self._tasks, *(f.task for f in self.fetchers.values() if f.task is not None)]:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for fetcher in self.fetchers.values():
+            await fetcher.close()
+        self.fetchers = {}
+        self._tasks = []
+        for leader in self.leaders.values():
+            leader.resign()
+
+    def poke(self) -> None:
+        """Metadata may have changed: reconcile soon."""
+        self._reconcile_wake.set()
+
+    def poke_isr(self) -> None:
+        self._isr_wake.set()
+
+    # -- queries used by the request handlers ----------------------------------------------------
+
+    def leader(self, topic: str, partition: int) -> LeaderReplica | None:
+        """The partition's LeaderReplica, if this broker leads it with its current log."""
+        leader = self.leaders.get((topic, partition))
+        if leader is None or self.state.logs.get(topic, partition) is not leader.log:
+            return None
+        return leader
+
+    def leading_with_others_in_sync(self) -> list[TopicPartition]:
+        """Partitions this broker leads that another in-sync replica could take over."""
+        return [tp for tp, leader in self.leaders.items() if len(leader.isr) > 1]
+
+    # -- reconciling -------------------------------------------------------------------------------
+
+    async def _reconcile_loop(self) -> None:
+        while True:
+            await self._reconcile_wake.wait()
+            self._reconcile_wake.clear()
+            try:
+                self.reconcile()
+            except Exception:
+                log.exception("reconciling replicas failed; will retry on the next change")
+
+    def reconcile(self) -> None:
+        state = self.state
+        me = state.broker_id
+        mine: dict[TopicPartition, tuple[Topic, PartitionState | None]] = {}
+        for topic in state.topics.topics.values():
+            for partition, replicas in topic.assignment.items():
+                if me in replicas:
+                    mine[(topic.name, partition)] = (topic, state.topics.states.get((topic.name, partition)))
+        for tp in [tp for tp in self.leaders if tp not in mine]:
+            self._stop_leading(tp)
+        for tp in [tp for tp in self.following if tp not in mine]:
+            self._unfollow(tp)
+        reconcile_local_logs(state)
+        self._apply_configs()
+        for (name, partition), (topic, partition_state) in mine.items():
+            tp = (name, partition)
+            partition_log = state.logs.get(name, partition)
+            if partition_state is None or partition_log is None:
+                continue
+            if partition_state.leader == me:
+                current = self.leaders.get(tp)
+                if (
+                    current is None
+                    or current.leader_epoch != partition_state.leader_epoch
+                    or current.log is not partition_log
+                ):
+                    self._become_leader(tp, topic.assignment[partition], partition_state)
+                elif current.state != partition_state:
+                    current.set_state(partition_state)
+            else:
+                self._stop_leading(tp)
+                if partition_state.leader >= 0:
+                    self._follow(tp, partition_state.leader, partition_state.leader_epoch)
+                else:
+                    self._unfollow(tp)
+        for leader_id in [i for i, f in self.fetchers.items() if not f.partitions]:
+            fetcher = self.fetchers.pop(leader_id)
+            fetcher.stop()
+            asyncio.get_running_loop().create_task(fetcher.close())
+
+    def _apply_configs(self) -> None:
+        for name, topic in self.state.topics.topics.items():
+            if self._configs.get(name) != topic.config:
+                if name in self._configs:
+                    self.state.logs.update_config(name, stored_log_config(self.state.config, topic))
+                self._configs[name] = dict(topic.config)
+        for name in [n for n in self._configs if n not in self.state.topics.topics]:
+            del self._configs[name]
+
+    def _become_leader(self, tp: TopicPartition, replicas: tuple[int, ...], partition_state: PartitionState) -> None:
+        state = self.state
+        self._stop_leading(tp)
+        self._unfollow(tp)
+        partition_log = state.logs.get(*tp)
+        assert partition_log is not None
+        if len(replicas) > 1:
+            _stop_hw_following_log_end(partition_log)
+        else:
+            partition_log.hw_follows_log_end = True
+            partition_log.high_watermark = partition_log.log_end_offset
+        latest = partition_log.latest_epoch
+        if latest is None or partition_state.leader_epoch > latest:
+            partition_log.leader_epoch_cache.assign(partition_state.leader_epoch, partition_log.log_end_offset)
+        leader = LeaderReplica(*tp, partition_log, partition_state, replicas, state.broker_id, state.now_ms())
+        self.leaders[tp] = leader
+        leader.maybe_advance_high_watermark()
+        state.fetch_waiters.notify(tp)
+        log.info("%s-%d: leader at epoch %d, isr %s", *tp, partition_state.leader_epoch, list(partition_state.isr))
+
+    def _stop_leading(self, tp: TopicPartition) -> None:
+        leader = self.leaders.pop(tp, None)
+        if leader is not None:
+            leader.resign()
+            self.state.fetch_waiters.notify(tp)
+
+    def _follow(self, tp: TopicPartition, leader_id: int, leader_epoch: int) -> None:
+        current = self.following.get(tp)
+        if current == (leader_id, leader_epoch):
+            return
+        if current is not None and current[0] != leader_id and (old := self.fetchers.get(current[0])):
+            old.remove(tp)
+        partition_log = self.state.logs.get(*tp)
+        assert partition_log is not None
+        _stop_hw_following_log_end(partition_log)
+        self.following[tp] = (leader_id, leader_epoch)
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is None:
+            fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.state, leader_id)
+            fetcher.start()
+        fetcher.add(tp, leader_epoch)
+        log.info("%s-%d: following broker %d at epoch %d", *tp, leader_id, leader_epoch)
+
+    def _unfollow(self, tp: TopicPartition) -> None:
+        current = self.following.pop(tp, None)
+        if current is not None and (fetcher := self.fetchers.get(current[0])):
+            fetcher.remove(tp)
+
+    # -- ISR changes -------------------------------------------------------------------------------
+
+    async def _isr_loop(self) -> None:
+        lag_ms = int(self.state.config["replica.lag.time.max.ms"])
+        interval_s = min(max(lag_ms / 2000, 0.05), 5.0)
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval_s):
+                    await self._isr_wake.wait()
+            self._isr_wake.clear()
+            now_ms = self.state.now_ms()
+            for tp, leader in list(self.leaders.items()):
+                if leader.resigned:
+                    continue
+                joining = leader.wants_to_join()
+                lagging = leader.lagging(now_ms, lag_ms)
+                if not joining and not lagging:
+                    continue
+                isr = tuple(r for r in leader.replicas if (r in leader.isr and r not in lagging) or r in joining)
+                try:
+                    await self._write_isr(tp, leader, isr)
+                except CoordinationError as exc:
+                    log.warning("%s-%d: ISR change to %s not written (%s); will retry", *tp, list(isr), exc)
+
+    async def _write_isr(self, tp: TopicPartition, leader: LeaderReplica, isr: tuple[int, ...]) -> None:
+        topics = self.state.topics
+        stored = topics.states.get(tp)
+        version = topics.state_version(*tp)
+        if stored is None or version is None or leader.resigned:
+            return
+        if stored.leader != self.state.broker_id or stored.leader_epoch != leader.leader_epoch:
+            self.poke()  # the controller moved the partition; reconcile will resign it
+            return
+        wanted = dataclasses.replace(stored, isr=isr)
+        try:
+            await topics.update_state(*tp, wanted, version)
+        except VersionConflictError:
+            await topics.refresh([f"partitions/{tp[0]}/{tp[1]}"])
+            self.poke()
+            self.poke_isr()
+            return
+        log.info("%s-%d: ISR %s -> %s", *tp, list(stored.isr), list(isr))
+        if not leader.resigned:
+            leader.set_state(wanted)
+
+
+def _stop_hw_following_log_end(partition_log: PartitionLog) -> None:
+    """A replicated partition's high watermark comes from replication, starting at the checkpoint."""
+    if partition_log.hw_follows_log_end:
+        partition_log.hw_follows_log_end = False
+        if partition_log.checkpointed_high_watermark is not None:
+            partition_log.high_watermark = partition_log.checkpointed_high_watermark

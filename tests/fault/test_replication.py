@@ -1,0 +1,97 @@
+"""Kafka's ReplicationTest, re-done on barnabas: failures under load lose nothing acknowledged.
+
+Three brokers, a topic with 3 partitions, replication factor 3 and min.insync.replicas=2; an
+idempotent acks=all producer and a consumer run throughout. For each failure in {clean
+shutdown, kill -9, clean bounce, kill -9 bounce} and each victim in {a partition leader, the
+controller}, the victim is failed and brought back, and the cluster must heal (every partition
+led, every ISR full) before the next cycle. At the end every acknowledged value must have been
+consumed exactly once, in per-partition produce order. It runs on the embedded SQLite, etcd
+and ZooKeeper backends; ``BARNABAS_REPLICATION_CYCLES`` repeats the matrix (``make fault``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.contract.servers.etcd import EtcdServer, etcd_server  # noqa: F401
+from tests.contract.servers.zookeeper import ZooKeeperServer, zookeeper_server  # noqa: F401
+from tests.support.broker_process import BrokerProcess
+from tests.support.cluster import BrokerCluster
+from tests.support.workload import Workload
+
+pytestmark = pytest.mark.timeout(900)
+
+TOPIC = "replicated"
+CYCLES = int(os.environ.get("BARNABAS_REPLICATION_CYCLES", "1"))
+
+
+def clean_shutdown(cluster: BrokerCluster, victim: BrokerProcess) -> None:
+    assert victim.stop() == 0, victim.log_text()[-3000:]
+    cluster.wait_for(lambda md: victim.broker_id not in md.brokers, f"broker {victim.broker_id} gone")
+    victim.start()
+
+
+def hard_shutdown(cluster: BrokerCluster, victim: BrokerProcess) -> None:
+    victim.kill()
+    cluster.wait_for(lambda md: victim.broker_id not in md.brokers, f"broker {victim.broker_id} declared dead")
+    victim.start()
+
+
+def clean_bounce(_: BrokerCluster, victim: BrokerProcess) -> None:
+    assert victim.stop() == 0, victim.log_text()[-3000:]
+    victim.start()
+
+
+def hard_bounce(_: BrokerCluster, victim: BrokerProcess) -> None:
+    victim.kill()
+    victim.start()
+
+
+FAILURES: dict[str, Callable[[BrokerCluster, BrokerProcess], None]] = {
+    "clean shutdown": clean_shutdown,
+    "kill -9": hard_shutdown,
+    "clean bounce": clean_bounce,
+    "kill -9 bounce": hard_bounce,
+}
+
+
+@pytest.fixture(params=["sqlite", "etcd", "zookeeper"])
+def coordination_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'coordination.db'}"
+    if request.param == "etcd":
+        server: EtcdServer = request.getfixturevalue("etcd_server")
+        return server.url_for()
+    zookeeper: ZooKeeperServer = request.getfixturevalue("zookeeper_server")
+    return zookeeper.url_for()
+
+
+def test_no_acknowledged_message_is_lost_through_broker_failures(tmp_path: Path, coordination_url: str) -> None:
+    cluster = BrokerCluster(tmp_path, 3, coordination_url, {"min.insync.replicas": "2"}).start()
+    try:
+        cluster.create_topic(TOPIC, 3, 3)
+        workload = Workload(cluster.bootstrap, TOPIC, 3).start()
+        try:
+            workload.wait_acked(200)
+            done = []
+            for _ in range(CYCLES):
+                for name, fail in FAILURES.items():
+                    for role in ("leader", "controller"):
+                        victim_id = cluster.leader_of(TOPIC, 0) if role == "leader" else cluster.controller()
+                        before = workload.acked_count()
+                        fail(cluster, cluster.brokers[victim_id])
+                        cluster.wait_for(lambda md: cluster.fully_replicated(md, TOPIC), f"healed after {name}")
+                        workload.wait_acked(before + 100)  # the producer goes on after each failure
+                        done.append(f"{name} of the {role} (broker {victim_id})")
+            result = workload.finish()
+        finally:
+            workload.finish(timeout_s=1)
+        print(f"{result.acked_count} acked, {len(result.failed)} failed deliveries; cycles: {done}")
+        assert not result.problems(), result.problems()
+        assert result.acked_count > 200 + 100 * len(done)
+    finally:
+        cluster.stop()

@@ -1,0 +1,149 @@
+"""A producer and a consumer running through failures, and the check that nothing acked was lost.
+
+Kafka's ReplicationTest (tests/kafkatest/tests/core/replication_test.py) re-done: an idempotent
+acks=all producer writes numbered values round-robin over the partitions while a consumer reads
+every partition from the start; afterwards every acknowledged value must have been consumed
+exactly once, and each partition's values must come in the order they were produced.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+
+
+@dataclass
+class WorkloadResult:
+    acked: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))  # partition -> values
+    failed: list[str] = field(default_factory=list)
+    consumed: dict[int, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))  # (offset, value)
+
+    @property
+    def acked_count(self) -> int:
+        return sum(len(values) for values in self.acked.values())
+
+    def problems(self) -> list[str]:
+        """Every way the run broke the guarantees (empty when it kept them)."""
+        found = []
+        for partition, values in sorted(self.acked.items()):
+            consumed = self.consumed.get(partition, [])
+            offsets = [offset for offset, _ in consumed]
+            if offsets != sorted(set(offsets)):
+                found.append(f"partition {partition}: offsets not strictly increasing")
+            seen = [value for _, value in consumed]
+            if len(seen) != len(set(seen)):
+                found.append(f"partition {partition}: {len(seen) - len(set(seen))} values consumed twice")
+            missing = set(values) - set(seen)
+            if missing:
+                found.append(f"partition {partition}: {len(missing)} acked values lost, e.g. {sorted(missing)[:5]}")
+            if seen != sorted(seen):
+                found.append(f"partition {partition}: values out of produce order")
+        return found
+
+
+class Workload:
+    """Produce and consume in background threads until ``finish()``."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.result = WorkloadResult()
+        self._lock = threading.Lock()
+        self._stop_producing = threading.Event()
+        self._stop_consuming = threading.Event()
+        self._producer = Producer({
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": 120000,
+            "retry.backoff.ms": 100,
+            "topic.metadata.refresh.interval.ms": 1000,
+        })  # fmt: skip
+        self._consumer = Consumer({
+            "bootstrap.servers": bootstrap,
+            "group.id": f"replication-check-{time.monotonic_ns()}",
+            "enable.auto.commit": False,
+            "topic.metadata.refresh.interval.ms": 1000,
+        })  # fmt: skip
+        self._threads = [
+            threading.Thread(target=self._produce, name="workload producer", daemon=True),
+            threading.Thread(target=self._consume, name="workload consumer", daemon=True),
+        ]
+
+    def start(self) -> Workload:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def acked_count(self) -> int:
+        with self._lock:
+            return self.result.acked_count
+
+    def wait_acked(self, at_least: int, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self.acked_count() < at_least:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"only {self.acked_count()} values acked, wanted {at_least}")
+            time.sleep(0.05)
+
+    def finish(self, timeout_s: float = 120.0) -> WorkloadResult:
+        """Stop producing, wait for every delivery report, then consume until all acked were seen."""
+        self._stop_producing.set()
+        self._threads[0].join(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                seen = {p: {v for _, v in items} for p, items in self.result.consumed.items()}
+                caught_up = all(set(values) <= seen.get(p, set()) for p, values in self.result.acked.items())
+            if caught_up:
+                break
+            time.sleep(0.1)
+        self._stop_consuming.set()
+        self._threads[1].join(timeout_s)
+        return self.result
+
+    def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
+        with self._lock:
+            if error is None:
+                self.result.acked[message.partition()].append(int(message.value()))
+            else:
+                self.result.failed.append(str(error))
+
+    def _produce(self) -> None:
+        sequence = 0
+        while not self._stop_producing.is_set():
+            try:
+                self._producer.produce(
+                    self.topic,
+                    str(sequence).encode(),
+                    partition=sequence % self.partitions,
+                    on_delivery=self._on_delivery,
+                )
+                sequence += 1
+            except BufferError:
+                self._producer.poll(0.05)
+                continue
+            self._producer.poll(0)
+            if sequence % 50 == 0:
+                time.sleep(0.01)  # a steady trickle, not a flood: failures land mid-stream
+        remaining = self._producer.flush(120)
+        if remaining:
+            with self._lock:
+                self.result.failed.append(f"{remaining} messages still undelivered at the end")
+
+    def _consume(self) -> None:
+        self._consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
+        try:
+            while not self._stop_consuming.is_set():
+                message = self._consumer.poll(0.2)
+                if message is None or message.error() is not None:
+                    continue
+                with self._lock:
+                    self.result.consumed[message.partition()].append((message.offset(), int(message.value())))
+        finally:
+            self._consumer.close()
