@@ -7,7 +7,7 @@ RUN_STAMP := $(VENV)/.run-$(PYPROJECT_HASH)
 TEST_STAMP := $(VENV)/.test-$(PYPROJECT_HASH)
 PYTEST_ARGS ?=
 
-.PHONY: run test lint test-deps system-deps unit clean
+.PHONY: run test lint test-deps system-deps unit fault clean
 
 run: $(RUN_STAMP)
 	$(BIN)/barnabas broker --listen 127.0.0.1:9092 --data-dir ./barnabas-data
@@ -43,6 +43,11 @@ test: test-deps lint
 
 unit: $(TEST_STAMP)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+# The fault tests at length: the replication failure matrix repeated FAULT_CYCLES times per backend.
+FAULT_CYCLES ?= 5
+fault: test-deps
+	BARNABAS_REPLICATION_CYCLES=$(FAULT_CYCLES) $(BIN)/pytest tests/fault $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) barnabas-data .pytest_cache .mypy_cache .ruff_cache

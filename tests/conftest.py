@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.contract.servers.etcd import etcd_server  # noqa: F401 - coordination servers for every layer
+from tests.contract.servers.zookeeper import zookeeper_server  # noqa: F401
 from tests.support.broker_process import BrokerProcess
 
 

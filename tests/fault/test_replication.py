@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.contract.servers.etcd import EtcdServer, etcd_server  # noqa: F401
-from tests.contract.servers.zookeeper import ZooKeeperServer, zookeeper_server  # noqa: F401
+from tests.contract.servers.etcd import EtcdServer
+from tests.contract.servers.zookeeper import ZooKeeperServer
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import BrokerCluster
 from tests.support.workload import Workload

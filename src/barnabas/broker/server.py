@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from barnabas.cluster import BrokerInfo, BrokerRegistry, Controller, MetadataWatcher, ProducerIdAllocator, TopicStore
 from barnabas.config import BrokerConfig, ConfigError, hostname_ordinal, log_config_for
-from barnabas.coordination import CoordinationError, KeyExistsError, Session, Storage, open_storage
+from barnabas.coordination import CoordinationError, KeyExistsError, Session, SessionState, Storage, open_storage
 from barnabas.log import LogManager, read_broker_id
 
 from .connection import KafkaConnection
@@ -70,6 +70,7 @@ class Broker:
         self._replicas: ReplicaManager | None = None
         self.controller: Controller | None = None
         self._controller_task: asyncio.Task[None] | None = None
+        self._session_keeper: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
 
     async def start(self) -> Endpoint:
@@ -180,6 +181,48 @@ class Broker:
         self._controller_task = asyncio.get_running_loop().create_task(
             controller.run(self._session), name="controller candidacy"
         )
+        self._session_keeper = asyncio.get_running_loop().create_task(
+            self._keep_registered(state, info, ttl_s), name="session keeper"
+        )
+
+    async def _keep_registered(self, state: BrokerState, info: BrokerInfo, ttl_s: float) -> None:
+        """When the session is lost (expired during a long outage), register again with a new one.
+
+        ZooKeeper-mode Kafka does the same on session expiry: the broker was declared dead and its
+        replicas left the ISR; re-registering lets the controller and leaders take it back.
+        """
+        assert self._storage is not None and self.controller is not None
+        metastore = self._storage.metastore
+        while True:
+            session = self._session
+            assert session is not None
+            lost = asyncio.Event()
+
+            def on_state(new_state: SessionState, lost: asyncio.Event = lost) -> None:
+                if new_state is SessionState.LOST:
+                    lost.set()
+
+            session.add_state_listener(on_state)
+            if session.state is not SessionState.LOST:
+                await lost.wait()
+            session.remove_state_listener(on_state)
+            log.error("broker %d lost its coordination session; registering again", self.broker_id)
+            if self._controller_task is not None:
+                self._controller_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._controller_task
+            while True:
+                try:
+                    self._session = await metastore.open_session(ttl_s)
+                    await state.brokers.register(self._session, info)
+                    break
+                except CoordinationError as exc:
+                    log.warning("registering again failed (%s); retrying", exc)
+                    await asyncio.sleep(1.0)
+            log.info("broker %d registered again", self.broker_id)
+            self._controller_task = asyncio.get_running_loop().create_task(
+                self.controller.run(self._session), name="controller candidacy"
+            )
 
     def _advertised_endpoint(self, bound_port: int) -> Endpoint:
         listener = self.config.listeners[0]
@@ -248,6 +291,11 @@ class Broker:
             log.warning("controlled shutdown: still leading %d partitions after the wait", len(left))
 
     async def _release(self) -> None:
+        if self._session_keeper is not None:
+            self._session_keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._session_keeper
+            self._session_keeper = None
         if self._controller_task is not None:
             self._controller_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

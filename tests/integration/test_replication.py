@@ -1,0 +1,148 @@
+"""A three-broker cluster seen through real clients: metadata, acks=all rules, identity, pauses."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from tests.contract.servers.zookeeper import ZooKeeperServer
+from tests.support.cluster import BrokerCluster
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def produce(bootstrap: str, topic: str, count: int, partition: int = 0, **config: object) -> list[KafkaError | None]:
+    """Produce ``count`` values with acks=all; return each delivery's error (None when acked)."""
+    outcomes: list[KafkaError | None] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, **config})
+    for i in range(count):
+        producer.produce(topic, str(i).encode(), partition=partition, on_delivery=lambda err, _: outcomes.append(err))
+    assert producer.flush(60) == 0
+    return outcomes
+
+
+def consume_all(bootstrap: str, topic: str, partition: int, expected: int) -> list[bytes]:
+    # No offset commits: consumer groups are issue 5's (close() would wait for a group coordinator).
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(values) < expected and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+    finally:
+        consumer.close()
+    return values
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[BrokerCluster]:
+    started = BrokerCluster(tmp_path, 3, properties={"min.insync.replicas": "2"}).start()
+    yield started
+    started.stop()
+
+
+def test_metadata_shows_brokers_controller_leaders_and_isr(cluster: BrokerCluster) -> None:
+    cluster.create_topic("described", 3, 3)
+    for broker in cluster.brokers:  # every broker tells the same story
+        md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
+        assert sorted(md.brokers) == [0, 1, 2]
+        assert md.controller_id in (0, 1, 2)
+        partitions = md.topics["described"].partitions
+        assert sorted(partitions) == [0, 1, 2]
+        assert sorted(p.leader for p in partitions.values()) == [0, 1, 2], "leadership is spread"
+        for p in partitions.values():
+            assert sorted(p.replicas) == [0, 1, 2] and sorted(p.isrs) == [0, 1, 2]
+            assert p.leader == p.replicas[0], "the preferred replica leads a new topic"
+
+    victim = cluster.leader_of("described", 0)
+    cluster.brokers[victim].kill()
+    cluster.wait_for(lambda md: victim not in md.brokers, "the killed broker gone from metadata")
+    cluster.wait_for(
+        lambda md: all(
+            p.leader not in (-1, victim) and victim not in p.isrs for p in md.topics["described"].partitions.values()
+        ),
+        "leaders moved off the dead broker and it left every ISR",
+    )
+
+
+def test_acks_all_needs_min_insync_replicas(cluster: BrokerCluster) -> None:
+    cluster.create_topic("guarded", 1, 3)
+    assert produce(cluster.bootstrap, "guarded", 10) == [None] * 10
+    leader = cluster.leader_of("guarded", 0)
+    followers = [b for b in cluster.brokers if b.broker_id != leader]
+    for follower in followers:
+        follower.kill()
+    cluster.wait_for(lambda md: md.topics["guarded"].partitions[0].isrs == [leader], "the ISR shrunk to the leader")
+    outcomes = produce(cluster.bootstrap, "guarded", 3, **{"message.timeout.ms": 3000, "retries": 0})
+    assert all(e is not None and e.code() == KafkaError.NOT_ENOUGH_REPLICAS for e in outcomes), outcomes
+    # acks=1 still works: min.insync.replicas only guards acks=all.
+    assert produce(cluster.bootstrap, "guarded", 3, acks=1) == [None] * 3
+    for follower in followers:
+        follower.start()
+    cluster.wait_for(lambda md: cluster.fully_replicated(md, "guarded"), "the followers back in the ISR")
+    assert produce(cluster.bootstrap, "guarded", 3) == [None] * 3
+    assert len(consume_all(cluster.bootstrap, "guarded", 0, 16)) == 16
+
+
+def test_same_id_with_an_empty_dir_replicates_everything_again(cluster: BrokerCluster) -> None:
+    cluster.create_topic("rebuilt", 1, 3)
+    assert produce(cluster.bootstrap, "rebuilt", 500) == [None] * 500
+    victim = cluster.brokers[2]
+    victim.kill()
+    shutil.rmtree(victim.data_dir)
+    victim.start()
+    cluster.wait_for(lambda md: cluster.fully_replicated(md, "rebuilt"), "the emptied broker back in the ISR")
+    assert (victim.data_dir / "meta.properties").exists()
+    assert "broker.id=2" in (victim.data_dir / "meta.properties").read_text()
+    # Stop the others: leadership moves to broker 2, which must hold every record on its own.
+    for other in cluster.brokers[:2]:
+        assert other.stop() == 0
+    cluster.wait_for(lambda md: md.topics["rebuilt"].partitions[0].leader == 2, "broker 2 leads")
+    values = consume_all(victim.bootstrap, "rebuilt", 0, 500)
+    assert values == [str(i).encode() for i in range(500)]
+
+
+def test_restart_with_same_id_and_data_rejoins_the_isr(cluster: BrokerCluster) -> None:
+    cluster.create_topic("rejoined", 1, 3)
+    assert produce(cluster.bootstrap, "rejoined", 100) == [None] * 100
+    victim = cluster.brokers[1]
+    victim.kill()
+    cluster.wait_for(lambda md: 1 not in md.topics["rejoined"].partitions[0].isrs, "broker 1 out of the ISR")
+    assert produce(cluster.bootstrap, "rejoined", 100) == [None] * 100  # written while it was away
+    victim.start()
+    cluster.wait_for(lambda md: cluster.fully_replicated(md, "rejoined"), "broker 1 back in the ISR")
+    assert len(consume_all(cluster.bootstrap, "rejoined", 0, 200)) == 200
+
+
+def test_a_paused_broker_loses_its_session_and_registers_again(
+    tmp_path: Path, zookeeper_server: ZooKeeperServer
+) -> None:
+    cluster = BrokerCluster(tmp_path, 3, zookeeper_server.url_for()).start()
+    try:
+        cluster.create_topic("paused", 1, 3)
+        victim = cluster.brokers[2]
+        assert victim.proc is not None
+        os.kill(victim.proc.pid, signal.SIGSTOP)
+        try:
+            cluster.wait_for(lambda md: 2 not in md.brokers, "the paused broker declared dead")
+            cluster.wait_for(lambda md: 2 not in md.topics["paused"].partitions[0].isrs, "it left the ISR")
+        finally:
+            os.kill(victim.proc.pid, signal.SIGCONT)
+        cluster.wait_for(lambda md: 2 in md.brokers, "the broker registered again")
+        cluster.wait_for(lambda md: cluster.fully_replicated(md, "paused"), "it is back in the ISR")
+        assert "registering again" in victim.log_text()
+    finally:
+        cluster.stop()
