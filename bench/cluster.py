@@ -28,6 +28,7 @@ import multiprocessing
 import os
 import queue
 import re
+import signal
 import statistics
 import sys
 import tempfile
@@ -386,7 +387,8 @@ class FailoverProducer:
         if self.proc.is_alive():
             self.proc.kill()
             self.proc.join(timeout=5)
-        self._reader.join(timeout=5)
+        if self._reader.is_alive():
+            self._reader.join(timeout=5)
 
 
 def restart(cluster: BrokerCluster, victim: BrokerProcess, timeout_s: float = 60.0) -> int:
@@ -444,10 +446,11 @@ def percentile(values: list[float], q: float) -> float:
 def failovers(cluster: BrokerCluster, kills: int, logs: BrokerLogs, debug: bool) -> dict[str, Any]:
     cluster.create_topic(FAILOVER_TOPIC, 1, BROKERS, **{"min.insync.replicas": MIN_ISR})
     debug_log = str(logs.directory / "producer-debug.log") if debug else None
-    producer = FailoverProducer(cluster.bootstrap, FAILOVER_TOPIC, debug_log).start()
+    producer = FailoverProducer(cluster.bootstrap, FAILOVER_TOPIC, debug_log)
     rows: list[dict[str, Any]] = []
     error = None
     try:
+        producer.start()
         for index in range(kills):
             healed = time.monotonic()
             producer.first_success_after(healed, FAILOVER_TIMEOUT_S)  # the producer works before the kill
@@ -607,7 +610,7 @@ def markdown(result: dict[str, Any]) -> str:
         "waits for a follower). *Follower asked too early*: kills after which a follower sent "
         "OffsetForLeaderEpoch to the new leader before it had taken over, got NOT_LEADER_OR_FOLLOWER and paused "
         "for replica.fetch.backoff.ms. *Other load*: busy cores the brokers and the producer do not account "
-        "for (other processes on the machine).",
+        "for (other processes on the machine, the coordination server's included).",
         "",
         "| backend | controller p50 | max | takeover p50 | max | client p50 | max | victim was controller "
         "| follower asked too early | ISR full after restart p50 | acks=all latency, steady "
@@ -658,6 +661,8 @@ def main() -> int:
         "--producer-debug", action="store_true", help="librdkafka debug log of the failover producer in --log-dir"
     )
     args = parser.parse_args()
+    # SIGTERM unwinds like Ctrl-C, so every broker, server and client process is still stopped by pid.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="barnabas-cluster-bench-logs-"))
     began = time.monotonic()
     rows = []

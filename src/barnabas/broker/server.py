@@ -273,6 +273,14 @@ class Broker:
         state, session, replicas = self.state, self._session, self._replicas
         if state is None or session is None or replicas is None:
             return
+        for task in (self._session_keeper, self._controller_task):  # stop standing, then step down
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._session_keeper = self._controller_task = None
+        session = self._session
+        assert session is not None
         try:
             if self.controller is not None:
                 await self.controller.resign()

@@ -88,8 +88,9 @@ class Controller:
         self._broker_id = broker_id
         self._unclean = unclean
         self._wake = asyncio.Event()
-        #: The fence of this broker's current term, None while it is not the controller.
+        #: The fence of this broker's current term, None while it is not acting as controller.
         self.fence: Fence | None = None
+        self._won: Fence | None = None  # the last term won, kept for resign() after run() stops
 
     def poke(self) -> None:
         """Something may have changed: re-check every partition soon."""
@@ -107,7 +108,7 @@ class Controller:
                 await asyncio.sleep(RETRY_S)
                 continue
             log.info("broker %d is the controller (epoch %d)", self._broker_id, fence.epoch)
-            self.fence = fence
+            self.fence = self._won = fence
             try:
                 await self._serve(fence, session)
             except FencedError:
@@ -116,8 +117,8 @@ class Controller:
                 self.fence = None
 
     async def resign(self) -> None:
-        """Give the seat up (a stopping broker), so another broker takes over at once."""
-        fence, self.fence = self.fence, None
+        """Give the seat up (a stopping broker, after ``run`` was cancelled) so another takes over at once."""
+        fence, self._won, self.fence = self._won, None, None
         if fence is not None:
             with contextlib.suppress(CoordinationError):
                 await self._election.resign(fence)

@@ -95,8 +95,10 @@ class ReplicaManager:
         return leader
 
     def leading_with_others_in_sync(self) -> list[TopicPartition]:
-        """Partitions this broker leads that another in-sync replica could take over."""
-        return [tp for tp, leader in self.leaders.items() if len(leader.isr) > 1]
+        """Partitions this broker leads that another live in-sync replica could take over."""
+        live = self.state.brokers.live
+        me = self.state.broker_id
+        return [tp for tp, leader in self.leaders.items() if any(r != me and r in live for r in leader.isr)]
 
     # -- reconciling -------------------------------------------------------------------------------
 
