@@ -9,9 +9,11 @@ Kafka's ReplicaFetcherThread as one asyncio task per leader broker:
 - **Then fetch**: Fetch v12 with this broker's replica id, from the log end offset, long-polling
   ``replica.fetch.wait.max.ms``. Returned batches are appended unchanged (the leader assigned
   their offsets and epochs); the local high watermark follows the leader's.
-- A partition the leader answers with NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH or
-  UNKNOWN_LEADER_EPOCH waits ``replica.fetch.backoff.ms`` and tries again: the leader or this
-  broker has not seen the newest partition state yet, and the next reconcile settles it.
+- A partition the leader answers with NOT_LEADER_OR_FOLLOWER or UNKNOWN_LEADER_EPOCH tries again
+  after at most ``LEADER_CATCH_UP_S``: the new leader has not read the partition state this
+  broker already saw, and will within a watch round trip (a full ``replica.fetch.backoff.ms``
+  there would add to every failover). Other errors wait ``replica.fetch.backoff.ms``;
+  FENCED_LEADER_EPOCH means this broker is behind, and the next reconcile re-adds the partition.
 - A connection error drops the connection and retries after the backoff.
 """
 
@@ -42,6 +44,10 @@ OFFSET_FOR_LEADER_EPOCH = 23
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 
 TopicPartition = tuple[str, int]
+
+#: Longest pause after a leader that does not know it leads yet (it reads the state any moment).
+LEADER_CATCH_UP_S = 0.05
+_LEADER_NOT_READY = {ErrorCode.not_leader_or_follower, ErrorCode.unknown_leader_epoch}
 
 _RETRIABLE = {
     ErrorCode.not_leader_or_follower,
@@ -155,10 +161,11 @@ class ReplicaFetcher:
             self._client.close()
             self._client = None
 
-    def _pause(self, tp: TopicPartition) -> None:
+    def _pause(self, tp: TopicPartition, code: ErrorCode | None = None) -> None:
         followed = self.partitions.get(tp)
         if followed is not None:
-            followed.paused_until = time.monotonic() + self._backoff_s
+            pause = min(self._backoff_s, LEADER_CATCH_UP_S) if code in _LEADER_NOT_READY else self._backoff_s
+            followed.paused_until = time.monotonic() + pause
 
     # -- truncation --------------------------------------------------------------------------------
 
@@ -202,7 +209,7 @@ class ReplicaFetcher:
                 code = ErrorCode(result.error_code)
                 if code is not ErrorCode.none:
                     log.info("%s-%d: leader %d answered %s to OffsetForLeaderEpoch", *tp, self.leader_id, code.name)
-                    self._pause(tp)
+                    self._pause(tp, code)
                     continue
                 self._truncate_to_leader(tp, sent[1], int(result.leader_epoch), int(result.end_offset))
                 followed.truncated = True
@@ -302,7 +309,7 @@ class ReplicaFetcher:
                 self._pause(tp)
             return
         if code in _RETRIABLE:
-            self._pause(tp)
+            self._pause(tp, code)
             return
         if code is not ErrorCode.none:
             log.warning("%s-%d: leader %d answered %s", *tp, self.leader_id, code.name)
