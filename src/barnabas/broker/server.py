@@ -178,9 +178,7 @@ class Broker:
         state.replicas = self._replicas = replicas
         replicas.start()
         self._watcher.start()
-        self._controller_task = asyncio.get_running_loop().create_task(
-            controller.run(self._session), name="controller candidacy"
-        )
+        self._stand_for_controller()
         self._session_keeper = asyncio.get_running_loop().create_task(
             self._keep_registered(state, info, ttl_s), name="session keeper"
         )
@@ -207,10 +205,7 @@ class Broker:
                 await lost.wait()
             session.remove_state_listener(on_state)
             log.error("broker %d lost its coordination session; registering again", self.broker_id)
-            if self._controller_task is not None:
-                self._controller_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._controller_task
+            await _cancel(self._controller_task)
             while True:
                 try:
                     self._session = await metastore.open_session(ttl_s)
@@ -220,9 +215,14 @@ class Broker:
                     log.warning("registering again failed (%s); retrying", exc)
                     await asyncio.sleep(1.0)
             log.info("broker %d registered again", self.broker_id)
-            self._controller_task = asyncio.get_running_loop().create_task(
-                self.controller.run(self._session), name="controller candidacy"
-            )
+            self._stand_for_controller()
+
+    def _stand_for_controller(self) -> None:
+        """Run for controller with the current session (again after a new one)."""
+        assert self.controller is not None and self._session is not None
+        self._controller_task = asyncio.get_running_loop().create_task(
+            self.controller.run(self._session), name="controller candidacy"
+        )
 
     def _advertised_endpoint(self, bound_port: int) -> Endpoint:
         listener = self.config.listeners[0]
@@ -270,17 +270,13 @@ class Broker:
 
     async def _controlled_shutdown(self) -> None:
         """Hand controller and partition leadership to others before going (bounded wait)."""
-        state, session, replicas = self.state, self._session, self._replicas
-        if state is None or session is None or replicas is None:
+        state, replicas = self.state, self._replicas
+        if state is None or self._session is None or replicas is None:
             return
-        for task in (self._session_keeper, self._controller_task):  # stop standing, then step down
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await _cancel(self._session_keeper)  # stop standing, then step down
+        await _cancel(self._controller_task)
         self._session_keeper = self._controller_task = None
-        session = self._session
-        assert session is not None
+        session = self._session  # the keeper may have replaced it
         try:
             if self.controller is not None:
                 await self.controller.resign()
@@ -299,16 +295,9 @@ class Broker:
             log.warning("controlled shutdown: still leading %d partitions after the wait", len(left))
 
     async def _release(self) -> None:
-        if self._session_keeper is not None:
-            self._session_keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._session_keeper
-            self._session_keeper = None
-        if self._controller_task is not None:
-            self._controller_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._controller_task
-            self._controller_task = None
+        await _cancel(self._session_keeper)
+        await _cancel(self._controller_task)
+        self._session_keeper = self._controller_task = None
         if self._watcher is not None:
             await self._watcher.stop()
             self._watcher = None
@@ -319,17 +308,22 @@ class Broker:
             with contextlib.suppress(CoordinationError):
                 await self._session.close()
             self._session = None
-        if self._maintenance is not None:
-            self._maintenance.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._maintenance
-            self._maintenance = None
+        await _cancel(self._maintenance)
+        self._maintenance = None
         if self._logs is not None:
             self._logs.close()
             self._logs = None
         if self._storage is not None:
             await self._storage.close()
             self._storage = None
+
+
+async def _cancel(task: asyncio.Task[None] | None) -> None:
+    """Cancel ``task`` (if any) and wait until it has finished."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def _unclean_enabled(state: BrokerState, overrides: dict[str, str]) -> bool:

@@ -155,8 +155,7 @@ class Controller:
             wanted = dataclasses.replace(wanted, controller_epoch=fence.epoch)
             try:
                 await self._topics.update_state_fenced(fence, name, partition, wanted, version)
-            except VersionConflictError:
-                await self._topics.refresh([f"partitions/{name}/{partition}"])
+            except VersionConflictError:  # a leader changed its ISR meanwhile; decide again
                 self._wake.set()
                 continue
             changed += 1

@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from barnabas.coordination import Check, Fence, KeyExistsError, Put, Storage, VersionConflictError
 
@@ -121,23 +121,36 @@ class TopicStore:
         """Compare-and-set a partition state (a leader changing its ISR, as ZooKeeper-mode Kafka).
 
         Raises:
-            VersionConflictError: the state changed since ``expected_version``; refresh and retry.
+            VersionConflictError: the state changed since ``expected_version``; the cache now holds
+                the newer one, so the caller can decide again.
         """
-        key = _partition_key(topic, partition)
-        version = await self._storage.compare_and_set(key, state.to_json(), expected_version)
-        self.states[(topic, partition)] = state
-        self._state_versions[(topic, partition)] = version
-        return version
+        return await self._write_state(
+            topic, partition, state, lambda key: self._storage.compare_and_set(key, state.to_json(), expected_version)
+        )
 
     async def update_state_fenced(
         self, fence: Fence, topic: str, partition: int, state: PartitionState, expected_version: int
     ) -> int:
         """``update_state`` that also fails (FencedError) unless ``fence`` is the current controller."""
+
+        async def write(key: str) -> int:
+            checks, ops = [Check(key, expected_version)], [Put(key, state.to_json())]
+            return (await self._storage.fenced_write(fence, checks, ops))[key]
+
+        return await self._write_state(topic, partition, state, write)
+
+    async def _write_state(
+        self, topic: str, partition: int, state: PartitionState, write: Callable[[str], Awaitable[int]]
+    ) -> int:
         key = _partition_key(topic, partition)
-        versions = await self._storage.fenced_write(fence, [Check(key, expected_version)], [Put(key, state.to_json())])
+        try:
+            version = await write(key)
+        except VersionConflictError:
+            await self.refresh([key])  # learn what beat this write
+            raise
         self.states[(topic, partition)] = state
-        self._state_versions[(topic, partition)] = versions[key]
-        return versions[key]
+        self._state_versions[(topic, partition)] = version
+        return version
 
     async def create(self, topic: Topic, states: dict[int, PartitionState]) -> None:
         """Store a new topic and its partition states.

@@ -41,8 +41,11 @@ class MetadataWatcher:
         self.controller_id = -1
 
     async def refresh_all(self) -> None:
-        """Read everything now (at start, before anything acts on the view)."""
-        await self._topics.load()
+        """Read brokers and controller now (at start, before anything acts on the view).
+
+        Topics were loaded by the broker already, and every watch starts with a Resync that
+        re-reads its prefix, so nothing written meanwhile is missed.
+        """
         await self._brokers.refresh()
         await self._refresh_controller()
 

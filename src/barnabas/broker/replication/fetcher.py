@@ -72,7 +72,7 @@ class ReplicaFetcher:
         self.state = state
         self.leader_id = leader_id
         self.partitions: dict[TopicPartition, _Followed] = {}
-        self.task: asyncio.Task[None] | None = None
+        self._task: asyncio.Task[None] | None = None
         self._client: KafkaClient | None = None
         self._changed = asyncio.Event()
         config = state.config
@@ -83,17 +83,13 @@ class ReplicaFetcher:
         self._response_max = int(config["replica.fetch.response.max.bytes"])
 
     def start(self) -> None:
-        self.task = asyncio.create_task(self._run(), name=f"fetcher from broker {self.leader_id}")
-
-    def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
+        self._task = asyncio.create_task(self._run(), name=f"fetcher from broker {self.leader_id}")
 
     async def close(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
+        if self._task is not None:
+            self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+                await self._task
         self._drop_client()
 
     def add(self, tp: TopicPartition, leader_epoch: int) -> None:

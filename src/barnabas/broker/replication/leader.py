@@ -11,7 +11,7 @@ Kafka's Partition and Replica classes, for the leader side:
 - A follower joins the ISR once it has reached the high watermark and the start of this leader
   epoch (so it has truncated against this leader); it leaves after ``replica.lag.time.max.ms``
   without catching up. Those changes are written by the replica manager, which calls
-  ``set_isr`` once storage has them.
+  ``set_state`` once storage has them.
 """
 
 from __future__ import annotations

@@ -66,9 +66,7 @@ class ReplicaManager:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
-        for fetcher in self.fetchers.values():
-            fetcher.stop()
-        for task in [*self._tasks, *(f.task for f in self.fetchers.values() if f.task is not None)]:
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         for fetcher in self.fetchers.values():
@@ -147,9 +145,7 @@ class ReplicaManager:
                 else:
                     self._unfollow(tp)
         for leader_id in [i for i, f in self.fetchers.items() if not f.partitions]:
-            fetcher = self.fetchers.pop(leader_id)
-            fetcher.stop()
-            asyncio.get_running_loop().create_task(fetcher.close())
+            asyncio.get_running_loop().create_task(self.fetchers.pop(leader_id).close())
 
     def _apply_configs(self) -> None:
         for name, topic in self.state.topics.topics.items():
@@ -244,8 +240,7 @@ class ReplicaManager:
         wanted = dataclasses.replace(stored, isr=isr)
         try:
             await topics.update_state(*tp, wanted, version)
-        except VersionConflictError:
-            await topics.refresh([f"partitions/{tp[0]}/{tp[1]}"])
+        except VersionConflictError:  # the controller changed the state meanwhile
             self.poke()
             self.poke_isr()
             return
