@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
 
 import pytest
@@ -44,6 +44,7 @@ from barnabas.coordination.errors import (
 )
 from barnabas.coordination.registry import open_metastore
 from tests.contract.servers.etcd import EtcdCluster, EtcdServer, free_ports, start_server
+from tests.contract.support import eventually
 
 # The etcd_server and etcd_cluster fixtures come from tests/contract/conftest.py.
 
@@ -60,20 +61,6 @@ def run(coro: Coroutine[Any, Any, T], *servers: EtcdServer | EtcdCluster) -> T:
         for server in servers:
             print(server.log_tails() if isinstance(server, EtcdCluster) else server.log_tail())
         raise
-
-
-async def eventually(predicate: Callable[[], Awaitable[bool] | bool], what: str, timeout_s: float = 15.0) -> float:
-    """Wait until ``predicate`` holds; return the seconds it took."""
-    start = time.monotonic()
-    while True:
-        result = predicate()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return time.monotonic() - start
-        if time.monotonic() - start > timeout_s:
-            raise AssertionError(f"not within {timeout_s} s: {what}")
-        await asyncio.sleep(0.02)
 
 
 class StateLog:

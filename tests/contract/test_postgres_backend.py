@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 import psycopg
@@ -48,6 +48,7 @@ from barnabas.coordination.registry import open_metastore
 from barnabas.coordination.storage import Storage
 from barnabas.coordination.testing.linearizability import UNKNOWN, check, run_concurrent_history
 from tests.contract.servers.postgres import PostgresInstall, PostgresServer, free_port
+from tests.contract.support import eventually
 
 # Fixtures postgres_install and postgres_server come from tests/contract/conftest.py.
 
@@ -64,20 +65,6 @@ def run(coro: Coroutine[Any, Any, T], *servers: PostgresServer) -> T:
         for server in servers:
             print(server.log_tail())
         raise
-
-
-async def eventually(predicate: Callable[[], Awaitable[bool] | bool], what: str, timeout_s: float = 15.0) -> float:
-    """Wait until ``predicate`` holds; return the seconds it took."""
-    start = time.monotonic()
-    while True:
-        result = predicate()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return time.monotonic() - start
-        if time.monotonic() - start > timeout_s:
-            raise AssertionError(f"not within {timeout_s} s: {what}")
-        await asyncio.sleep(0.02)
 
 
 class StateLog:

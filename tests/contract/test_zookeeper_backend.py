@@ -19,7 +19,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -48,6 +48,7 @@ from barnabas.coordination.errors import (
 )
 from barnabas.coordination.registry import open_metastore
 from tests.contract.servers.zookeeper import ZooKeeperEnsemble, ZooKeeperServer, free_ports
+from tests.contract.support import eventually
 
 # The zookeeper_server (session) and zookeeper_ensemble fixtures come from tests/contract/conftest.py.
 
@@ -64,20 +65,6 @@ def run(coro: Coroutine[Any, Any, T], *servers: ZooKeeperServer | ZooKeeperEnsem
         for server in servers:
             print(server.log_tails() if isinstance(server, ZooKeeperEnsemble) else server.log_tail())
         raise
-
-
-async def eventually(predicate: Callable[[], Awaitable[bool] | bool], what: str, timeout_s: float = 15.0) -> float:
-    """Wait until ``predicate`` holds; return the seconds it took."""
-    start = time.monotonic()
-    while True:
-        result = predicate()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return time.monotonic() - start
-        if time.monotonic() - start > timeout_s:
-            raise AssertionError(f"not within {timeout_s} s: {what}")
-        await asyncio.sleep(0.02)
 
 
 class StateLog:
