@@ -7,7 +7,7 @@ it: Metadata through confluent-kafka's AdminClient, from any live broker.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
@@ -79,12 +79,21 @@ class BrokerCluster:
             return False
         return all(p.leader >= 0 and sorted(p.isrs) == sorted(p.replicas) for p in found.partitions.values())
 
-    def wait_for(self, condition: Callable[[ClusterMetadata], bool], what: str, timeout_s: float = 60.0) -> None:
-        """Poll Metadata (asking each live broker in turn) until ``condition`` holds."""
+    def wait_for(
+        self,
+        condition: Callable[[ClusterMetadata], bool],
+        what: str,
+        timeout_s: float = 60.0,
+        ask: Sequence[BrokerProcess] | None = None,
+    ) -> None:
+        """Poll Metadata until ``condition`` holds, asking each live broker (or each of ``ask``) in turn.
+
+        A broker always lists itself, so whether broker N is registered is a question for the others.
+        """
         deadline = time.monotonic() + timeout_s
         last: object = None
         while time.monotonic() < deadline:
-            for broker in self.alive():
+            for broker in self.alive() if ask is None else ask:
                 try:
                     md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=5)
                 except Exception as exc:  # a broker going down mid-call; ask the next one
