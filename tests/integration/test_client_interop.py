@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -31,17 +30,12 @@ from pathlib import Path
 import pytest
 
 from tests.interop.common import CLIENTS, MODES, key_for, problems_in, value_for
-
-REPO = Path(__file__).resolve().parents[2]
-INTEROP = REPO / "tests" / "interop"
-JAVA_DIR = INTEROP / "java"
-NODE_DIR = INTEROP / "node"
+from tests.support.interop_tools import JAVA_DIR, JAVA_TOOLS, NODE_DIR, REPO, build_tools, java_command
 
 BOOTSTRAP_ENV = "BARNABAS_TEST_BOOTSTRAP"
 COUNT = 10_000
 PARTITIONS = 3
 DRIVER_TIMEOUT_S = 120  # hard limit per driver process; drivers give up on their own 10 s earlier
-PREPARE_TIMEOUT_S = 240  # first build.sh / install.sh downloads; stays under pytest-timeout (300 s)
 
 # Combinations a client genuinely cannot do here; everything else must pass.
 # (kafkajs has no built-in zstd; tests/interop/node/zstd_codec.js plugs in a WASM libzstd.)
@@ -56,46 +50,17 @@ class Driver:
     problem: str | None = None
 
 
-def _prepare(script: Path, tools: tuple[str, ...], what: str) -> str | None:
-    """Run an idempotent build/install script; return a failure description or None."""
-    missing = [tool for tool in tools if shutil.which(tool) is None]
-    if missing:
-        return f"{what}: {', '.join(missing)} not found on PATH (`make test` installs them)"
-    try:
-        proc = subprocess.run(
-            ["bash", str(script)], capture_output=True, text=True, timeout=PREPARE_TIMEOUT_S, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return f"{what}: {script.relative_to(REPO)} did not finish within {PREPARE_TIMEOUT_S} s"
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-30:])
-        return f"{what}: {script.relative_to(REPO)} failed (exit {proc.returncode}):\n{tail}"
-    return None
-
-
 @pytest.fixture(scope="session")
 def java_driver() -> Driver:
-    problem = _prepare(JAVA_DIR / "build.sh", ("java", "javac", "mvn"), "Java driver build")
+    problem = build_tools(JAVA_DIR / "build.sh", JAVA_TOOLS, "Java driver build")
     if problem:
         return Driver(problem=problem)
-    target = JAVA_DIR / "target"
-    classpath = f"{target / 'interop-driver.jar'}{os.pathsep}{target / 'lib' / '*'}"
-    # Short-lived JVM: serial GC and C1 only start and finish faster on 2 cores.
-    return Driver(
-        command=(
-            "java",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-            "-cp",
-            classpath,
-            "barnabas.interop.InteropDriver",
-        )
-    )
+    return Driver(command=java_command("barnabas.interop.InteropDriver"))
 
 
 @pytest.fixture(scope="session")
 def node_driver() -> Driver:
-    problem = _prepare(NODE_DIR / "install.sh", ("node", "npm"), "kafkajs driver install")
+    problem = build_tools(NODE_DIR / "install.sh", ("node", "npm"), "kafkajs driver install")
     if problem:
         return Driver(problem=problem)
     return Driver(command=("node", str(NODE_DIR / "driver.js")))

@@ -19,7 +19,15 @@ import socket
 import time
 from collections.abc import Callable
 
-from barnabas.cluster import BrokerInfo, BrokerRegistry, Controller, MetadataWatcher, ProducerIdAllocator, TopicStore
+from barnabas.cluster import (
+    BrokerInfo,
+    BrokerRegistry,
+    Controller,
+    LeaderRebalance,
+    MetadataWatcher,
+    ProducerIdAllocator,
+    TopicStore,
+)
 from barnabas.config import BrokerConfig, ConfigError, hostname_ordinal, log_config_for
 from barnabas.coordination import CoordinationError, KeyExistsError, Session, SessionState, Storage, open_storage
 from barnabas.log import LogManager, read_broker_id
@@ -165,8 +173,9 @@ class Broker:
             state.brokers,
             self.broker_id,
             unclean=lambda topic: _unclean_enabled(state, topic.config),
+            rebalance=_leader_rebalance(self.config),
         )
-        controller = self.controller
+        controller = state.controller = self.controller
 
         def on_change() -> None:
             replicas.poke()
@@ -324,6 +333,15 @@ async def _cancel(task: asyncio.Task[None] | None) -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+def _leader_rebalance(config: BrokerConfig) -> LeaderRebalance | None:
+    if not config["auto.leader.rebalance.enable"]:
+        return None
+    return LeaderRebalance(
+        interval_s=float(config["leader.imbalance.check.interval.seconds"]),
+        threshold_percent=int(config["leader.imbalance.per.broker.percentage"]),
+    )
 
 
 def _unclean_enabled(state: BrokerState, overrides: dict[str, str]) -> bool:

@@ -20,7 +20,7 @@ from barnabas.protocol import ErrorCode
 from .purgatory import FetchWaiters
 
 if TYPE_CHECKING:
-    from barnabas.cluster import MetadataWatcher
+    from barnabas.cluster import Controller, MetadataWatcher
 
     from .registry import ApiRegistry
     from .replication import ReplicaManager
@@ -60,6 +60,7 @@ class BrokerState:
     connections: set[Any] = field(default_factory=set)
     replicas: ReplicaManager | None = None
     watcher: MetadataWatcher | None = None
+    controller: Controller | None = None
 
     @property
     def controller_id(self) -> int:

@@ -7,6 +7,7 @@ handler puts in its response; nothing is written until every check has passed.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
@@ -220,7 +221,7 @@ async def create_partitions(
             raise TopicAdminError(ErrorCode.invalid_replica_assignment, "replica count differs from the topic's")
     else:
         added = _assign(state, new_partitions, factor)
-    grown = Topic(topic.name, topic.topic_id, {**topic.assignment, **added}, topic.config, topic.internal)
+    grown = dataclasses.replace(topic, assignment={**topic.assignment, **added})
     if validate_only:
         return grown
     states = {p: PartitionState(leader=r[0], leader_epoch=0, isr=r) for p, r in added.items()}
@@ -239,7 +240,7 @@ async def alter_topic_config(
     if topic is None:
         raise TopicAdminError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
     normalised, config = _check_configs(state, overrides)
-    updated = Topic(topic.name, topic.topic_id, topic.assignment, normalised, topic.internal)
+    updated = dataclasses.replace(topic, config=normalised)
     if validate_only:
         return updated
     await state.topics.update(updated)

@@ -1,8 +1,8 @@
 """Cluster metadata: topics, partition state, live brokers and the controller, kept in coordination storage."""
 
 from .brokers import BrokerInfo, BrokerRegistry
-from .controller import Controller, next_partition_state
-from .model import PartitionState, Topic, is_valid_topic_name, topic_name_problem
+from .controller import Controller, LeaderRebalance, NotControllerError, next_partition_state
+from .model import PartitionState, Reassignment, Topic, is_valid_topic_name, topic_name_problem
 from .producer_ids import ProducerIdAllocator
 from .topic_store import TopicExistsError, TopicStore
 from .watcher import MetadataWatcher
@@ -11,9 +11,12 @@ __all__ = [
     "BrokerInfo",
     "BrokerRegistry",
     "Controller",
+    "LeaderRebalance",
     "MetadataWatcher",
+    "NotControllerError",
     "PartitionState",
     "ProducerIdAllocator",
+    "Reassignment",
     "Topic",
     "TopicExistsError",
     "TopicStore",

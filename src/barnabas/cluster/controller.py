@@ -13,6 +13,12 @@ controller-to-broker RPCs: brokers reconcile from the partition states it writes
   which takes any live replica and accepts losing what it lacks.
 - Partition-state writes are compare-and-set on the key's version, because partition leaders
   change their ISR concurrently; a conflict re-reads the key and tries again next round.
+- On request (the ElectLeaders and AlterPartitionReassignments handlers of the broker that is
+  controller) it runs preferred or unclean elections and starts or cancels reassignments; each
+  pass completes the reassignments whose target replicas are all in sync, and, with
+  ``auto.leader.rebalance.enable``, moves leadership back to preferred replicas every
+  ``leader.imbalance.check.interval.seconds`` (rules in ``leadership``). One lock keeps these
+  writes in order, as Kafka's single controller thread does.
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Collection, Sequence
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from barnabas.coordination import (
     CoordinationError,
@@ -34,12 +41,27 @@ from barnabas.coordination import (
     SessionState,
     VersionConflictError,
 )
+from barnabas.protocol import ErrorCode
 
 from .brokers import BrokerRegistry
+from .leadership import (
+    ElectionError,
+    cancel_reassignment,
+    completed_reassignment,
+    imbalanced_partitions,
+    preferred_election,
+    reassign,
+    settle_on,
+    unclean_election,
+)
 from .model import PartitionState, Topic
 from .topic_store import TopicStore
 
-__all__ = ["CONTROLLER_ELECTION", "Controller", "next_partition_state"]
+__all__ = ["CONTROLLER_ELECTION", "Controller", "LeaderRebalance", "NotControllerError", "next_partition_state"]
+
+TopicPartition = tuple[str, int]
+#: Times a request-driven move re-reads and decides again after losing a compare-and-set.
+MOVE_ATTEMPTS = 5
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +93,18 @@ def next_partition_state(
     return PartitionState(-1, state.leader_epoch + 1, state.isr, state.controller_epoch)
 
 
+class NotControllerError(Exception):
+    """This broker is not the acting controller (Kafka's NOT_CONTROLLER)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LeaderRebalance:
+    """``auto.leader.rebalance.enable``'s settings: how often, and above which imbalance."""
+
+    interval_s: float
+    threshold_percent: int
+
+
 class Controller:
     """Runs for controller while the broker lives; while elected, keeps partitions led."""
 
@@ -80,14 +114,19 @@ class Controller:
         topics: TopicStore,
         brokers: BrokerRegistry,
         broker_id: int,
+        *,
         unclean: Callable[[Topic], bool],
+        rebalance: LeaderRebalance | None = None,
     ) -> None:
         self._election = LeaderElection(metastore, CONTROLLER_ELECTION)
         self._topics = topics
         self._brokers = brokers
         self._broker_id = broker_id
         self._unclean = unclean
+        self._rebalance = rebalance
+        self._next_rebalance = float("inf")
         self._wake = asyncio.Event()
+        self._lock = asyncio.Lock()
         #: The fence of this broker's current term, None while it is not acting as controller.
         self.fence: Fence | None = None
         self._won: Fence | None = None  # the last term won, kept for resign() after run() stops
@@ -109,6 +148,8 @@ class Controller:
                 continue
             log.info("broker %d is the controller (epoch %d)", self._broker_id, fence.epoch)
             self.fence = self._won = fence
+            if self._rebalance is not None:
+                self._next_rebalance = time.monotonic() + self._rebalance.interval_s
             try:
                 await self._serve(fence, session)
             except FencedError:
@@ -136,12 +177,25 @@ class Controller:
                     self._wake.set()
                     await asyncio.sleep(RETRY_S)
                     continue
+            until_rebalance = self._next_rebalance - time.monotonic()
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(RECHECK_S):
+                async with asyncio.timeout(max(min(RECHECK_S, until_rebalance), 0.0)):
                     await self._wake.wait()
 
     async def reconcile(self, fence: Fence) -> int:
-        """One pass over every partition; return how many states it changed."""
+        """One pass: leaders for every partition, finished reassignments, due rebalancing.
+
+        Returns how many partition states it changed.
+        """
+        async with self._lock:
+            changed = await self._elect_where_needed(fence)
+            changed += await self._complete_reassignments(fence)
+            if self._rebalance is not None and time.monotonic() >= self._next_rebalance:
+                self._next_rebalance = time.monotonic() + self._rebalance.interval_s
+                changed += await self._rebalance_leaders(fence, self._rebalance.threshold_percent)
+        return changed
+
+    async def _elect_where_needed(self, fence: Fence) -> int:
         live = set(self._brokers.live)
         changed = 0
         for (name, partition), state in list(self._topics.states.items()):
@@ -164,3 +218,195 @@ class Controller:
                 name, partition, state.leader, wanted.leader, wanted.leader_epoch, list(wanted.isr),
             )  # fmt: skip
         return changed
+
+    async def _complete_reassignments(self, fence: Fence) -> int:
+        live = set(self._brokers.live)
+        changed = 0
+        for topic in list(self._topics.topics.values()):
+            for partition in list(topic.reassigning):
+                state = self._topics.states.get((topic.name, partition))
+                current = self._topics.topics.get(topic.name)
+                if state is None or current is None:
+                    continue
+                done = completed_reassignment(current, partition, state, live)
+                if done is None:
+                    continue
+                try:
+                    await self._move(fence, *done, partition)
+                except VersionConflictError:
+                    self._wake.set()
+                    continue
+                changed += 1
+                log.info(
+                    "%s-%d: reassignment complete, replicas %s",
+                    topic.name,
+                    partition,
+                    list(done[0].assignment[partition]),
+                )
+        return changed
+
+    async def _rebalance_leaders(self, fence: Fence, threshold_percent: int) -> int:
+        live = set(self._brokers.live)
+        chosen = imbalanced_partitions(self._topics.topics, self._topics.states, live, threshold_percent)
+        if chosen:
+            log.info("leader rebalance: moving %d partitions back to their preferred leader", len(chosen))
+        results = await self._elect(fence, chosen, preferred=True)
+        return sum(1 for error in results.values() if error is None)
+
+    # -- requests (the broker that is controller serves them) --------------------------------------
+
+    def _acting_fence(self) -> Fence:
+        fence = self.fence
+        if fence is None:
+            raise NotControllerError(f"broker {self._broker_id} is not the controller")
+        return fence
+
+    async def elect_leaders(
+        self, partitions: Iterable[TopicPartition] | None, *, preferred: bool
+    ) -> dict[TopicPartition, ElectionError | None]:
+        """Run a preferred or unclean election on ``partitions`` (None: every partition that needs one).
+
+        Without a list only partitions where an election was possible are reported, as Kafka does.
+
+        Raises:
+            NotControllerError: this broker is not the controller.
+            FencedError, CoordinationError: the writes could not be made.
+        """
+        fence = self._acting_fence()
+        async with self._lock:
+            if partitions is not None:
+                return await self._elect(fence, list(partitions), preferred=preferred)
+            everything = await self._elect(fence, sorted(self._topics.states), preferred=preferred)
+            return {tp: e for tp, e in everything.items() if e is None or e.code != ErrorCode.election_not_needed}
+
+    async def _elect(
+        self, fence: Fence, partitions: Sequence[TopicPartition], *, preferred: bool
+    ) -> dict[TopicPartition, ElectionError | None]:
+        results: dict[TopicPartition, ElectionError | None] = {}
+        for name, partition in partitions:
+            for _ in range(MOVE_ATTEMPTS):
+                topic = self._topics.topics.get(name)
+                state = self._topics.states.get((name, partition))
+                version = self._topics.state_version(name, partition)
+                if topic is None or state is None or version is None or partition not in topic.assignment:
+                    results[(name, partition)] = _unknown(name, partition)
+                    break
+                live = set(self._brokers.live)
+                elect = preferred_election if preferred else unclean_election
+                wanted = elect(state, topic.assignment[partition], live)
+                if isinstance(wanted, ElectionError):
+                    results[(name, partition)] = wanted
+                    break
+                wanted = dataclasses.replace(wanted, controller_epoch=fence.epoch)
+                try:
+                    await self._topics.update_state_fenced(fence, name, partition, wanted, version)
+                except VersionConflictError:
+                    continue
+                kind = "preferred" if preferred else "unclean"
+                log.info(
+                    "%s-%d: %s election, leader %d -> %d, epoch %d",
+                    name,
+                    partition,
+                    kind,
+                    state.leader,
+                    wanted.leader,
+                    wanted.leader_epoch,
+                )
+                results[(name, partition)] = None
+                break
+            else:
+                results[(name, partition)] = ElectionError(ErrorCode.request_timed_out, "The partition kept changing.")
+        return results
+
+    async def alter_reassignments(
+        self, changes: Mapping[TopicPartition, Sequence[int] | None], *, allow_replication_factor_change: bool = True
+    ) -> dict[TopicPartition, ElectionError | None]:
+        """Start (target replicas) or cancel (None) reassignments; report each partition's outcome.
+
+        Raises:
+            NotControllerError: this broker is not the controller.
+            FencedError, CoordinationError: the writes could not be made.
+        """
+        fence = self._acting_fence()
+        results: dict[TopicPartition, ElectionError | None] = {}
+        async with self._lock:
+            for (name, partition), target in changes.items():
+                results[(name, partition)] = await self._alter_one(
+                    fence, name, partition, target, allow_replication_factor_change
+                )
+        self._wake.set()  # a reassignment whose target is in sync already completes at once
+        return results
+
+    async def _alter_one(
+        self, fence: Fence, name: str, partition: int, target: Sequence[int] | None, allow_rf_change: bool
+    ) -> ElectionError | None:
+        for _ in range(MOVE_ATTEMPTS):
+            topic = self._topics.topics.get(name)
+            state = self._topics.states.get((name, partition))
+            if topic is None or state is None or partition not in topic.assignment:
+                return _unknown(name, partition)
+            live = set(self._brokers.live)
+            if target is None:
+                reverted = cancel_reassignment(topic, partition, state, live)
+                if isinstance(reverted, ElectionError):
+                    return reverted
+                moved, new_state = reverted
+            else:
+                problem = _target_problem(topic, partition, target, live, allow_rf_change)
+                if problem is not None:
+                    return problem
+                moved = reassign(topic, partition, target)
+                new_state = settle_on(state, moved.assignment[partition], live)
+                if new_state.leader < 0:
+                    new_state = dataclasses.replace(state, leader_epoch=state.leader_epoch + 1)
+            try:
+                await self._move(fence, moved, new_state, partition)
+            except VersionConflictError:
+                continue
+            log.info(
+                "%s-%d: reassignment %s, replicas %s (adding %s, removing %s)",
+                name, partition, "cancelled" if target is None else "started", list(moved.assignment[partition]),
+                list(moved.reassigning[partition].adding) if partition in moved.reassigning else [],
+                list(moved.reassigning[partition].removing) if partition in moved.reassigning else [],
+            )  # fmt: skip
+            return None
+        return ElectionError(ErrorCode.request_timed_out, "The partition kept changing.")
+
+    async def _move(self, fence: Fence, topic: Topic, state: PartitionState, partition: int) -> None:
+        version = self._topics.state_version(topic.name, partition)
+        if version is None:
+            raise VersionConflictError(f"{topic.name}-{partition} has no stored state")
+        wanted = dataclasses.replace(state, controller_epoch=fence.epoch)
+        await self._topics.move_fenced(fence, topic, {partition: wanted}, {partition: version})
+
+
+def _unknown(name: str, partition: int) -> ElectionError:
+    return ElectionError(ErrorCode.unknown_topic_or_partition, f"The partition {name}-{partition} does not exist.")
+
+
+def _target_problem(
+    topic: Topic, partition: int, target: Sequence[int], live: Collection[int], allow_rf_change: bool
+) -> ElectionError | None:
+    """Why ``target`` is not a valid reassignment target (Kafka's checks and messages), or None."""
+    if not target:
+        return ElectionError(
+            ErrorCode.invalid_replica_assignment, "Empty replica list specified in partition reassignment."
+        )
+    if len(set(target)) != len(target):
+        return ElectionError(
+            ErrorCode.invalid_replica_assignment,
+            f"Duplicate replica ids in partition reassignment replica list: {list(target)}",
+        )
+    unknown = sorted(r for r in target if r not in live)
+    if unknown:
+        return ElectionError(
+            ErrorCode.invalid_replica_assignment, f"The proposed assignment contains non-existent brokerIDs: {unknown}"
+        )
+    current = len(topic.original_replicas(partition))
+    if not allow_rf_change and len(target) != current:
+        return ElectionError(
+            ErrorCode.invalid_replication_factor,
+            f"The replication factor is changed from {current} to {len(target)} but "
+            "allowReplicationFactorChange is false",
+        )
+    return None

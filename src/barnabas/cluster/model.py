@@ -12,7 +12,7 @@ import re
 import uuid
 from dataclasses import dataclass, field
 
-__all__ = ["PartitionState", "Topic", "is_valid_topic_name", "topic_name_problem"]
+__all__ = ["PartitionState", "Reassignment", "Topic", "is_valid_topic_name", "topic_name_problem"]
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -36,6 +36,18 @@ def is_valid_topic_name(name: str | None) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class Reassignment:
+    """A partition moving between replica sets (KIP-455): who is being added and who removed.
+
+    While it lasts the partition's assignment is the union of the original and the target
+    replicas (target first, as Kafka orders it); the target is the assignment less ``removing``.
+    """
+
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Topic:
     """A topic's identity, replica assignment (partition → broker ids) and config overrides."""
 
@@ -44,30 +56,53 @@ class Topic:
     assignment: dict[int, tuple[int, ...]]
     config: dict[str, str] = field(default_factory=dict)
     internal: bool = False
+    #: Partitions with a reassignment in progress.
+    reassigning: dict[int, Reassignment] = field(default_factory=dict)
 
     @property
     def partition_count(self) -> int:
         return len(self.assignment)
 
+    def target_replicas(self, partition: int) -> tuple[int, ...]:
+        """Where the partition is headed: its replicas once any reassignment completes."""
+        moving = self.reassigning.get(partition)
+        replicas = self.assignment[partition]
+        return replicas if moving is None else tuple(r for r in replicas if r not in moving.removing)
+
+    def original_replicas(self, partition: int) -> tuple[int, ...]:
+        """Where the partition was before any reassignment in progress started."""
+        moving = self.reassigning.get(partition)
+        replicas = self.assignment[partition]
+        return replicas if moving is None else tuple(r for r in replicas if r not in moving.adding)
+
     def to_json(self) -> bytes:
-        document = {
+        document: dict[str, object] = {
             "version": 1,
             "id": str(self.topic_id),
             "partitions": {str(p): list(replicas) for p, replicas in sorted(self.assignment.items())},
             "config": self.config,
             "internal": self.internal,
         }
+        if self.reassigning:  # the names of ZooKeeper-mode Kafka's /brokers/topics/<t> (v3)
+            document["adding_replicas"] = {str(p): list(r.adding) for p, r in sorted(self.reassigning.items())}
+            document["removing_replicas"] = {str(p): list(r.removing) for p, r in sorted(self.reassigning.items())}
         return json.dumps(document, sort_keys=True).encode()
 
     @classmethod
     def from_json(cls, name: str, data: bytes) -> Topic:
         document = json.loads(data)
+        adding = document.get("adding_replicas", {})
+        removing = document.get("removing_replicas", {})
         return cls(
             name=name,
             topic_id=uuid.UUID(document["id"]),
             assignment={int(p): tuple(replicas) for p, replicas in document["partitions"].items()},
             config=dict(document.get("config", {})),
             internal=bool(document.get("internal", False)),
+            reassigning={
+                int(p): Reassignment(tuple(adding.get(p, ())), tuple(removing.get(p, ())))
+                for p in sorted({*adding, *removing}, key=int)
+            },
         )
 
 

@@ -152,6 +152,35 @@ class TopicStore:
         self._state_versions[(topic, partition)] = version
         return version
 
+    async def move_fenced(
+        self, fence: Fence, topic: Topic, states: dict[int, PartitionState], expected_versions: dict[int, int]
+    ) -> None:
+        """Write a topic's document and some of its partition states in one fenced commit.
+
+        The controller starts, completes and cancels reassignments this way: the replica set and
+        the leader/ISR change together or not at all.
+
+        Raises:
+            FencedError: ``fence`` is no longer the current controller.
+            VersionConflictError: the topic or one of the states changed since it was read; the
+                cache now holds the newer ones.
+        """
+        topic_key = _topic_key(topic.name)
+        state_keys = {p: _partition_key(topic.name, p) for p in states}
+        checks = [Check(topic_key, self._versions[topic.name])]
+        checks += [Check(state_keys[p], expected_versions[p]) for p in states]
+        ops = [Put(topic_key, topic.to_json())] + [Put(state_keys[p], s.to_json()) for p, s in states.items()]
+        try:
+            versions = await self._storage.fenced_write(fence, checks, ops)
+        except VersionConflictError:
+            await self.refresh([topic_key, *state_keys.values()])
+            raise
+        self.topics[topic.name] = topic
+        self._versions[topic.name] = versions[topic_key]
+        for partition, state in states.items():
+            self.states[(topic.name, partition)] = state
+            self._state_versions[(topic.name, partition)] = versions[state_keys[partition]]
+
     async def create(self, topic: Topic, states: dict[int, PartitionState]) -> None:
         """Store a new topic and its partition states.
 

@@ -10,6 +10,7 @@ from . import (
     delete_records,
     fetch,
     leader_epochs,
+    leadership,
     list_offsets,
     metadata,
     produce,
@@ -34,5 +35,6 @@ def build_registry() -> ApiRegistry:
             producer_ids.SPEC,
             leader_epochs.SPEC,
             delete_records.SPEC,
+            *leadership.SPECS,
         ]
     )

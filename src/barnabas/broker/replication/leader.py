@@ -65,6 +65,22 @@ class LeaderReplica:
         self.state = state
         self.maybe_advance_high_watermark()
 
+    def renew(self, state: PartitionState, replicas: tuple[int, ...], now_ms: int) -> None:
+        """Lead on at a new leader epoch, or with a new replica set (a reassignment).
+
+        Waiting produce requests stay: the log is the same, and the high watermark over the new
+        ISR still decides when they are safe. Followers must reach the new epoch's start before
+        they count as caught up, as after any leader change.
+        """
+        if state.leader_epoch != self.state.leader_epoch:
+            self.epoch_start_offset = self.log.log_end_offset
+        self.replicas = replicas
+        self.followers = {
+            r: self.followers.get(r) or FollowerProgress(last_caught_up_ms=now_ms)
+            for r in replicas if r != self.broker_id
+        }  # fmt: skip
+        self.set_state(state)
+
     def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
         """Record a follower's fetch; return whether the high watermark moved."""
         progress = self.followers.get(replica_id)

@@ -130,12 +130,11 @@ class ReplicaManager:
                 continue
             if partition_state.leader == me:
                 current = self.leaders.get(tp)
-                if (
-                    current is None
-                    or current.leader_epoch != partition_state.leader_epoch
-                    or current.log is not partition_log
-                ):
-                    self._become_leader(tp, topic.assignment[partition], partition_state)
+                replicas = topic.assignment[partition]
+                if current is None or current.log is not partition_log:
+                    self._become_leader(tp, replicas, partition_state)
+                elif current.leader_epoch != partition_state.leader_epoch or current.replicas != replicas:
+                    self._lead_on(current, replicas, partition_state)
                 elif current.state != partition_state:
                     current.set_state(partition_state)
             else:
@@ -175,6 +174,23 @@ class ReplicaManager:
         leader.maybe_advance_high_watermark()
         state.fetch_waiters.notify(tp)
         log.info("%s-%d: leader at epoch %d, isr %s", *tp, partition_state.leader_epoch, list(partition_state.isr))
+
+    def _lead_on(self, leader: LeaderReplica, replicas: tuple[int, ...], partition_state: PartitionState) -> None:
+        """Still the leader, at a new epoch or with new replicas (an election elsewhere, a reassignment)."""
+        partition_log = leader.log
+        latest = partition_log.latest_epoch
+        if latest is None or partition_state.leader_epoch > latest:
+            partition_log.leader_epoch_cache.assign(partition_state.leader_epoch, partition_log.log_end_offset)
+        if len(replicas) > 1:
+            partition_log.hw_follows_log_end = False  # the HW it reached stays; replication moves it on
+        else:
+            partition_log.hw_follows_log_end = True
+            partition_log.high_watermark = partition_log.log_end_offset
+        leader.renew(partition_state, replicas, self.state.now_ms())
+        tp = (leader.topic, leader.partition)
+        self.state.fetch_waiters.notify(tp)
+        log.info("%s-%d: leading on at epoch %d, replicas %s, isr %s", *tp, partition_state.leader_epoch,
+                 list(replicas), list(partition_state.isr))  # fmt: skip
 
     def _stop_leading(self, tp: TopicPartition) -> None:
         leader = self.leaders.pop(tp, None)

@@ -1,0 +1,177 @@
+"""Leader moves the controller makes on request: elections, reassignments, leader rebalancing.
+
+Pure functions of the stored state and the live brokers, as ``next_partition_state`` is; the
+controller writes what they return. Kafka's rules (ZooKeeper-mode KafkaController, KIP-455,
+KIP-460):
+
+- The preferred leader is the first replica of the assignment. A preferred election moves
+  leadership to it only if it is alive and in the ISR; if it leads already the election is not
+  needed. An unclean election is only needed for a partition without a live leader, and takes a
+  live ISR member if there is one, else any live replica.
+- A reassignment to target replicas T of a partition with original replicas O makes the
+  assignment ``(T ++ O).distinct`` with ``adding = that - O`` and ``removing = that - T``, and
+  bumps the leader epoch so every replica takes the new replica set. New replicas replicate
+  from the leader and join the ISR as any follower does. Once every target replica is in the
+  ISR the reassignment completes: the assignment becomes T, the removed replicas leave the ISR,
+  and leadership moves to a live in-sync target replica if the leader is being removed.
+- Cancelling reverts the assignment to O at once: replicas being added leave the ISR. A revert
+  that would leave no live in-sync original replica to lead is refused (Kafka refuses one that
+  needs an unclean election).
+- Leader rebalancing (``auto.leader.rebalance.enable``) runs preferred elections on the
+  partitions of every broker whose share of partitions led by someone else, among those it
+  prefers, is above ``leader.imbalance.per.broker.percentage``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Collection, Mapping, Sequence
+
+from barnabas.protocol import ErrorCode
+
+from .model import PartitionState, Reassignment, Topic
+
+__all__ = [
+    "ElectionError",
+    "cancel_reassignment",
+    "completed_reassignment",
+    "imbalanced_partitions",
+    "preferred_election",
+    "reassign",
+    "settle_on",
+    "unclean_election",
+]
+
+TopicPartition = tuple[str, int]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ElectionError:
+    """Why a partition gets no election: Kafka's error code and message."""
+
+    code: ErrorCode
+    message: str
+
+
+def preferred_election(
+    state: PartitionState, replicas: Sequence[int], live: Collection[int]
+) -> PartitionState | ElectionError:
+    """The state with the preferred replica leading, or why that cannot or need not happen."""
+    preferred = replicas[0]
+    if state.leader == preferred:
+        return ElectionError(ErrorCode.election_not_needed, "Leader is already the preferred replica.")
+    if preferred not in live or preferred not in state.isr:
+        return ElectionError(
+            ErrorCode.preferred_leader_not_available,
+            f"Failed to elect leader: preferred replica {preferred} is not alive or not in the ISR {list(state.isr)}.",
+        )
+    return dataclasses.replace(state, leader=preferred, leader_epoch=state.leader_epoch + 1)
+
+
+def unclean_election(
+    state: PartitionState, replicas: Sequence[int], live: Collection[int]
+) -> PartitionState | ElectionError:
+    """A leader for a partition that has none alive: in-sync if possible, else any live replica."""
+    if state.leader in live:
+        return ElectionError(ErrorCode.election_not_needed, "Partition has a live leader already.")
+    in_sync = [r for r in replicas if r in live and r in state.isr]
+    if in_sync:
+        isr = tuple(r for r in state.isr if r in live)
+        return PartitionState(in_sync[0], state.leader_epoch + 1, isr, state.controller_epoch)
+    alive = [r for r in replicas if r in live]
+    if not alive:
+        return ElectionError(ErrorCode.eligible_leaders_not_available, "No live replica can lead the partition.")
+    return PartitionState(alive[0], state.leader_epoch + 1, (alive[0],), state.controller_epoch)
+
+
+def reassign(topic: Topic, partition: int, target: Sequence[int]) -> Topic:
+    """``topic`` with ``partition`` moving to ``target`` (replacing any reassignment in progress)."""
+    original = topic.original_replicas(partition)
+    full = tuple(dict.fromkeys((*target, *original)))
+    adding = tuple(r for r in full if r not in original)
+    removing = tuple(r for r in full if r not in target)
+    reassigning = dict(topic.reassigning)
+    if adding or removing:
+        reassigning[partition] = Reassignment(adding, removing)
+    else:
+        reassigning.pop(partition, None)
+    return dataclasses.replace(topic, assignment={**topic.assignment, partition: full}, reassigning=reassigning)
+
+
+def cancel_reassignment(
+    topic: Topic, partition: int, state: PartitionState, live: Collection[int]
+) -> tuple[Topic, PartitionState] | ElectionError:
+    """The topic and state with ``partition`` back on its original replicas, or why not."""
+    if partition not in topic.reassigning:
+        return ElectionError(ErrorCode.no_reassignment_in_progress, "No reassignment is in progress.")
+    original = topic.original_replicas(partition)
+    settled = settle_on(state, original, live)
+    if settled.leader < 0:
+        return ElectionError(
+            ErrorCode.invalid_replica_assignment,
+            f"Unable to revert the reassignment of {topic.name}-{partition}: no live in-sync original replica.",
+        )
+    reassigning = {p: r for p, r in topic.reassigning.items() if p != partition}
+    reverted = dataclasses.replace(topic, assignment={**topic.assignment, partition: original}, reassigning=reassigning)
+    return reverted, settled
+
+
+def settle_on(state: PartitionState, replicas: Sequence[int], live: Collection[int]) -> PartitionState:
+    """The state once the partition's replica set is ``replicas``: at a new epoch, led from within it.
+
+    Replicas outside the set leave the ISR; a leader outside it, or dead, hands over to the
+    first live in-sync replica of the set (none: the partition has no leader).
+    """
+    isr = tuple(r for r in state.isr if r in replicas)
+    if state.leader in replicas and state.leader in live:
+        leader = state.leader
+    else:
+        candidates = [r for r in replicas if r in isr and r in live]
+        leader = candidates[0] if candidates else -1
+    return PartitionState(leader, state.leader_epoch + 1, isr, state.controller_epoch)
+
+
+def completed_reassignment(
+    topic: Topic, partition: int, state: PartitionState, live: Collection[int]
+) -> tuple[Topic, PartitionState] | None:
+    """The topic and state once ``partition``'s reassignment completes, or None while it cannot yet."""
+    if partition not in topic.reassigning:
+        return None
+    target = topic.target_replicas(partition)
+    if not all(r in state.isr for r in target):
+        return None
+    settled = settle_on(state, target, live)
+    if settled.leader < 0:
+        return None  # no live in-sync target replica can lead yet: keep the old leader meanwhile
+    reassigning = {p: r for p, r in topic.reassigning.items() if p != partition}
+    done = dataclasses.replace(topic, assignment={**topic.assignment, partition: target}, reassigning=reassigning)
+    return done, settled
+
+
+def imbalanced_partitions(
+    topics: Mapping[str, Topic],
+    states: Mapping[TopicPartition, PartitionState],
+    live: Collection[int],
+    threshold_percent: int,
+) -> list[TopicPartition]:
+    """Partitions to move back to their preferred leader (Kafka's checkAndTriggerAutoLeaderRebalance).
+
+    For each broker, its imbalance is the share of partitions it prefers that another broker
+    leads; above the threshold, each of them whose preferred leader is alive and in sync is
+    returned. Partitions under reassignment are left alone.
+    """
+    preferred_by: dict[int, list[TopicPartition]] = defaultdict(list)
+    for name, topic in topics.items():
+        for partition, replicas in topic.assignment.items():
+            if replicas and partition not in topic.reassigning and (name, partition) in states:
+                preferred_by[replicas[0]].append((name, partition))
+    chosen: list[TopicPartition] = []
+    for broker, partitions in sorted(preferred_by.items()):
+        if broker not in live:
+            continue
+        elsewhere = [tp for tp in partitions if states[tp].leader != broker]
+        if len(elsewhere) * 100 <= threshold_percent * len(partitions):
+            continue
+        chosen.extend(tp for tp in elsewhere if broker in states[tp].isr)
+    return chosen

@@ -1,0 +1,120 @@
+"""The controller's on-request leader moves: elections, reassignments, leader rebalancing."""
+
+from __future__ import annotations
+
+import uuid
+
+from barnabas.cluster import PartitionState, Reassignment, Topic
+from barnabas.cluster.leadership import (
+    ElectionError,
+    cancel_reassignment,
+    completed_reassignment,
+    imbalanced_partitions,
+    preferred_election,
+    reassign,
+    unclean_election,
+)
+from barnabas.protocol import ErrorCode
+
+
+def topic(*assignment: tuple[int, ...], reassigning: dict[int, Reassignment] | None = None) -> Topic:
+    return Topic("t", uuid.UUID(int=7), dict(enumerate(assignment)), reassigning=reassigning or {})
+
+
+def test_preferred_election_moves_leadership_to_the_first_replica_at_a_new_epoch() -> None:
+    state = PartitionState(leader=2, leader_epoch=4, isr=(2, 1, 3), controller_epoch=1)
+    assert preferred_election(state, (1, 2, 3), {1, 2, 3}) == PartitionState(1, 5, (2, 1, 3), 1)
+
+
+def test_preferred_election_is_refused_when_not_needed_or_not_possible() -> None:
+    led = PartitionState(1, 4, (1, 2))
+    assert isinstance(error := preferred_election(led, (1, 2), {1, 2}), ElectionError)
+    assert error.code == ErrorCode.election_not_needed
+    out_of_sync = PartitionState(2, 4, (2,))
+    assert isinstance(error := preferred_election(out_of_sync, (1, 2), {1, 2}), ElectionError)
+    assert error.code == ErrorCode.preferred_leader_not_available
+    dead = PartitionState(2, 4, (2, 1))
+    assert isinstance(error := preferred_election(dead, (1, 2), {2}), ElectionError)
+    assert error.code == ErrorCode.preferred_leader_not_available
+
+
+def test_unclean_election_prefers_in_sync_then_takes_any_live_replica() -> None:
+    live_leader = PartitionState(1, 3, (1, 2))
+    assert isinstance(error := unclean_election(live_leader, (1, 2, 3), {1, 2, 3}), ElectionError)
+    assert error.code == ErrorCode.election_not_needed
+    assert unclean_election(PartitionState(-1, 3, (1, 2)), (1, 2, 3), {2, 3}) == PartitionState(2, 4, (2,))
+    assert unclean_election(PartitionState(-1, 3, (1,)), (1, 2, 3), {3}) == PartitionState(3, 4, (3,))
+    assert isinstance(error := unclean_election(PartitionState(-1, 3, (1,)), (1, 2), set()), ElectionError)
+    assert error.code == ErrorCode.eligible_leaders_not_available
+
+
+def test_reassign_puts_target_first_and_names_what_is_added_and_removed() -> None:
+    moved = reassign(topic((1, 2, 3)), 0, (4, 2, 5))
+    assert moved.assignment[0] == (4, 2, 5, 1, 3)
+    assert moved.reassigning == {0: Reassignment(adding=(4, 5), removing=(1, 3))}
+    assert moved.target_replicas(0) == (4, 2, 5)
+    assert moved.original_replicas(0) == (2, 1, 3), "as in Kafka, the original order is not kept"
+
+
+def test_reassigning_again_starts_from_the_original_replicas() -> None:
+    moving = reassign(topic((1, 2, 3)), 0, (4, 5, 6))
+    again = reassign(moving, 0, (1, 2, 4))
+    assert again.assignment[0] == (1, 2, 4, 3)
+    assert again.reassigning == {0: Reassignment(adding=(4,), removing=(3,))}
+    back = reassign(moving, 0, (1, 2, 3))
+    assert back.assignment[0] == (1, 2, 3) and back.reassigning == {}
+
+
+def test_reassignment_survives_the_stored_document() -> None:
+    moving = reassign(topic((1, 2, 3), (2, 3, 1)), 1, (3, 4))
+    assert Topic.from_json("t", moving.to_json()) == moving
+
+
+def test_reassignment_completes_only_when_every_target_replica_is_in_sync() -> None:
+    moving = reassign(topic((1, 2, 3)), 0, (2, 3, 4))
+    assert completed_reassignment(moving, 0, PartitionState(1, 5, (1, 2, 3)), {1, 2, 3, 4}) is None
+    done = completed_reassignment(moving, 0, PartitionState(1, 5, (1, 2, 3, 4)), {1, 2, 3, 4})
+    assert done is not None
+    finished, state = done
+    assert finished.assignment[0] == (2, 3, 4) and finished.reassigning == {}
+    assert state == PartitionState(2, 6, (2, 3, 4)), "the removed leader hands over to an in-sync target replica"
+
+
+def test_completion_keeps_a_leader_that_stays() -> None:
+    moving = reassign(topic((1, 2, 3)), 0, (1, 2))
+    done = completed_reassignment(moving, 0, PartitionState(2, 5, (1, 2, 3)), {1, 2, 3})
+    assert done is not None
+    assert done[1] == PartitionState(2, 6, (1, 2))
+
+
+def test_cancel_reverts_to_the_original_replicas_or_refuses() -> None:
+    moving = reassign(topic((1, 2)), 0, (3, 4))
+    reverted = cancel_reassignment(moving, 0, PartitionState(1, 5, (1, 2, 3)), {1, 2, 3})
+    assert not isinstance(reverted, ElectionError)
+    assert reverted[0].assignment[0] == (1, 2) and reverted[0].reassigning == {}
+    assert reverted[1] == PartitionState(1, 6, (1, 2))
+    stranded = cancel_reassignment(moving, 0, PartitionState(3, 5, (3, 4)), {1, 2, 3, 4})
+    assert isinstance(stranded, ElectionError) and stranded.code == ErrorCode.invalid_replica_assignment
+    idle = cancel_reassignment(topic((1, 2)), 0, PartitionState(1, 5, (1, 2)), {1, 2})
+    assert isinstance(idle, ElectionError) and idle.code == ErrorCode.no_reassignment_in_progress
+
+
+def test_rebalance_moves_partitions_of_brokers_above_the_imbalance_threshold() -> None:
+    many = Topic("many", uuid.UUID(int=1), {p: (1, 2) if p < 10 else (2, 1) for p in range(20)})
+    states = {("many", p): PartitionState(2, 1, (1, 2)) for p in range(20)}
+    states[("many", 0)] = PartitionState(1, 1, (1, 2))
+    chosen = imbalanced_partitions({"many": many}, states, {1, 2}, threshold_percent=10)
+    assert chosen == [("many", p) for p in range(1, 10)], "broker 1 prefers 10, leads 1: 90 % imbalance"
+    states.update({("many", p): PartitionState(1, 1, (1, 2)) for p in range(1, 10)})
+    states[("many", 9)] = PartitionState(2, 1, (1, 2))
+    assert imbalanced_partitions({"many": many}, states, {1, 2}, threshold_percent=10) == [], "10 % is not above"
+    assert imbalanced_partitions({"many": many}, states, {1, 2}, threshold_percent=5) == [("many", 9)]
+
+
+def test_rebalance_skips_dead_out_of_sync_and_reassigning_preferred_leaders() -> None:
+    two = Topic("two", uuid.UUID(int=2), {0: (1, 2), 1: (1, 2)})
+    states = {("two", 0): PartitionState(2, 1, (2,)), ("two", 1): PartitionState(2, 1, (1, 2))}
+    assert imbalanced_partitions({"two": two}, states, {1, 2}, 10) == [("two", 1)]
+    assert imbalanced_partitions({"two": two}, states, {2}, 10) == []
+    moving = reassign(two, 1, (3, 2))
+    assert imbalanced_partitions({"two": moving}, states, {1, 2, 3}, 10) == []
