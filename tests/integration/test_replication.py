@@ -150,3 +150,18 @@ def test_a_paused_broker_loses_its_session_and_registers_again(
         cluster.wait_for(lambda md: cluster.fully_replicated(md, "paused"), "it is back in the ISR", ask=others)
     finally:
         cluster.stop()
+
+
+def test_followers_warn_once_while_a_dead_leader_is_retried(tmp_path: Path, zookeeper_server: ZooKeeperServer) -> None:
+    """Until its session expires (3 s) a killed leader is retried every backoff (200 ms): one warning, not 15."""
+    cluster = BrokerCluster(tmp_path, 3, zookeeper_server.url_for()).start()
+    try:
+        cluster.create_topic("quiet", 1, 3)
+        victim = cluster.leader_of("quiet", 0)
+        cluster.brokers[victim].kill()
+        cluster.wait_for(lambda md: victim not in md.topics["quiet"].partitions[0].isrs, "the dead leader replaced")
+        for follower in cluster.alive():
+            log_text = follower.log_text()
+            assert log_text.count(f"fetching from broker {victim} failed") == 1, log_text[-3000:]
+    finally:
+        cluster.stop()

@@ -295,10 +295,11 @@ class Broker:
             return
         if not self.config["controlled.shutdown.enable"]:
             return
-        deadline = time.monotonic() + int(self.config["controlled.shutdown.max.wait.ms"]) / 1000
-        while replicas.leading_with_others_in_sync() and time.monotonic() < deadline:
-            replicas.poke()
-            await asyncio.sleep(0.05)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(int(self.config["controlled.shutdown.max.wait.ms"]) / 1000):
+                while replicas.leading_with_others_in_sync():
+                    replicas.reconciled.clear()
+                    await replicas.reconciled.wait()
         left = replicas.leading_with_others_in_sync()
         if left:
             log.warning("controlled shutdown: still leading %d partitions after the wait", len(left))

@@ -14,7 +14,8 @@ Kafka's ReplicaFetcherThread as one asyncio task per leader broker:
   broker already saw, and will within a watch round trip (a full ``replica.fetch.backoff.ms``
   there would add to every failover). Other errors wait ``replica.fetch.backoff.ms``;
   FENCED_LEADER_EPOCH means this broker is behind, and the next reconcile re-adds the partition.
-- A connection error drops the connection and retries after the backoff.
+- A connection error drops the connection and retries after the backoff; only the first failure
+  of an outage is a warning (a dead leader is retried until the controller replaces it).
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ class ReplicaFetcher:
         self._timeout_s = int(config["replica.socket.timeout.ms"]) / 1000
         self._partition_max = int(config["replica.fetch.max.bytes"])
         self._response_max = int(config["replica.fetch.response.max.bytes"])
+        self._failures = 0  # connection failures since the last success
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"fetcher from broker {self.leader_id}")
@@ -116,7 +118,7 @@ class ReplicaFetcher:
                 if not await self._fetch(client):
                     await self._wait_for_work()
             except BrokerConnectionError as exc:
-                log.warning("fetching from broker %d failed (%s); retrying", self.leader_id, exc)
+                self._connection_failed(exc)
                 self._drop_client()
                 await asyncio.sleep(self._backoff_s)
             except Exception:
@@ -150,7 +152,16 @@ class ReplicaFetcher:
             timeout_s=self._timeout_s,
             request_timeout_s=self._timeout_s + self._wait_ms / 1000,
         )
+        if self._failures:
+            log.info("connected to broker %d again after %d failed attempts", self.leader_id, self._failures)
+            self._failures = 0
         return self._client
+
+    def _connection_failed(self, exc: Exception) -> None:
+        """Warn once per outage: a dead leader is retried every backoff until the controller notices."""
+        self._failures += 1
+        level = logging.WARNING if self._failures == 1 else logging.DEBUG
+        log.log(level, "fetching from broker %d failed (%s); retrying quietly until it answers", self.leader_id, exc)
 
     def _drop_client(self) -> None:
         if self._client is not None:

@@ -51,6 +51,8 @@ class ReplicaManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._configs: dict[str, dict[str, str]] = {}
         self._reconcile_wake = asyncio.Event()
+        #: Set after every reconcile, i.e. after every metadata change (controlled shutdown waits on it).
+        self.reconciled = asyncio.Event()
         self._isr_wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -145,6 +147,7 @@ class ReplicaManager:
                     self._unfollow(tp)
         for leader_id in [i for i, f in self.fetchers.items() if not f.partitions]:
             asyncio.get_running_loop().create_task(self.fetchers.pop(leader_id).close())
+        self.reconciled.set()
 
     def _apply_configs(self) -> None:
         for name, topic in self.state.topics.topics.items():
