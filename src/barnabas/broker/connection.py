@@ -32,6 +32,7 @@ from barnabas.protocol import (
 )
 
 from .registry import API_VERSIONS_KEY, CLOSE_CONNECTION, ApiRegistry
+from .request_context import CLIENT_HOST
 from .state import BrokerState
 
 __all__ = ["KafkaConnection"]
@@ -55,6 +56,7 @@ class KafkaConnection(asyncio.Protocol):
         self._frames = FrameReader(state.config["socket.request.max.bytes"])
         self._transport: asyncio.Transport | None = None
         self._peer = "?"
+        self._client_host = ""
         self._phase = Phase.OPEN
         self._wakeup = asyncio.Event()
         self._can_write = asyncio.Event()
@@ -69,6 +71,7 @@ class KafkaConnection(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)
         peer = self._transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._client_host = f"/{peer[0]}" if peer else ""
         self._state.connections.add(self)
         self._task = asyncio.get_running_loop().create_task(self._serve(), name=f"conn {self._peer}")
 
@@ -110,6 +113,7 @@ class KafkaConnection(asyncio.Protocol):
                 self._transport.close()
 
     async def _serve(self) -> None:
+        CLIENT_HOST.set(self._client_host)
         try:
             while self._phase is Phase.OPEN:
                 try:

@@ -34,6 +34,7 @@ from barnabas.log import LogManager, read_broker_id
 
 from .connection import KafkaConnection
 from .handlers import build_registry
+from .offsets_topic import OffsetsTopic
 from .replication import ReplicaManager
 from .state import BrokerState, Endpoint
 from .topic_admin import stored_log_config
@@ -76,6 +77,7 @@ class Broker:
         self._session: Session | None = None
         self._watcher: MetadataWatcher | None = None
         self._replicas: ReplicaManager | None = None
+        self._offsets: OffsetsTopic | None = None
         self.controller: Controller | None = None
         self._controller_task: asyncio.Task[None] | None = None
         self._session_keeper: asyncio.Task[None] | None = None
@@ -167,6 +169,9 @@ class Broker:
                 f"broker.id {self.broker_id} is registered by another live broker; is it running already?"
             ) from None
         replicas = ReplicaManager(state)
+        self._offsets = OffsetsTopic(state)
+        replicas.leadership_listeners.append(self._offsets.on_leadership)
+        state.groups, state.offsets_topic = self._offsets.coordinator, self._offsets
         self.controller = Controller(
             metastore,
             state.topics,
@@ -311,6 +316,9 @@ class Broker:
         if self._watcher is not None:
             await self._watcher.stop()
             self._watcher = None
+        if self._offsets is not None:
+            await self._offsets.close()
+            self._offsets = None
         if self._replicas is not None:
             await self._replicas.stop()
             self._replicas = None

@@ -21,7 +21,9 @@ from .purgatory import FetchWaiters
 
 if TYPE_CHECKING:
     from barnabas.cluster import Controller, MetadataWatcher
+    from barnabas.groups import GroupCoordinator
 
+    from .offsets_topic import OffsetsTopic
     from .registry import ApiRegistry
     from .replication import ReplicaManager
 
@@ -61,6 +63,8 @@ class BrokerState:
     replicas: ReplicaManager | None = None
     watcher: MetadataWatcher | None = None
     controller: Controller | None = None
+    groups: GroupCoordinator | None = None
+    offsets_topic: OffsetsTopic | None = None
 
     @property
     def controller_id(self) -> int:

@@ -124,6 +124,15 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
               at_least(1)),
     ConfigDef("offsets.topic.num.partitions", _I, 50, "Partitions of __consumer_offsets.", at_least(1)),
     ConfigDef("offsets.topic.replication.factor", _I, 3, "Replication of __consumer_offsets.", at_least(1)),
+    ConfigDef("offsets.topic.segment.bytes", _I, 104857600, "Segment size of __consumer_offsets.", at_least(1)),
+    ConfigDef("offsets.commit.timeout.ms", _I, 5000,
+              "Longest an offset commit waits for the offsets topic's replicas.", at_least(1)),
+    ConfigDef("offset.metadata.max.bytes", _I, 4096, "Largest metadata string of a committed offset.", at_least(0)),
+    ConfigDef("group.min.session.timeout.ms", _I, 6000, "Shortest session timeout a member may ask for.",
+              at_least(0)),
+    ConfigDef("group.max.session.timeout.ms", _I, 1800000, "Longest session timeout a member may ask for.",
+              at_least(0)),
+    ConfigDef("group.max.size", _I, 2147483647, "Most members a consumer group may have.", at_least(1)),
     ConfigDef("controlled.shutdown.enable", _B, True, "Move leadership away before shutting down."),
     ConfigDef("auto.leader.rebalance.enable", _B, True, "Move leadership back to preferred replicas."),
     ConfigDef("leader.imbalance.check.interval.seconds", _L, 300, "How often leader imbalance is checked.",
@@ -168,6 +177,11 @@ IGNORED_KAFKA_SETTINGS: dict[str, str] = {
     "log.cleaner.enable": "the log cleaner always runs for compacted topics",
     "log.preallocate": "segments are not preallocated",
     "group.coordinator.rebalance.protocols": "only the classic group protocol is served",
+    **dict.fromkeys(
+        ("offsets.retention.minutes", "offsets.retention.check.interval.ms"),
+        "committed offsets do not expire yet",
+    ),
+    "offsets.load.buffer.size": "__consumer_offsets partitions load in 5 MiB steps",
 }  # fmt: skip
 
 

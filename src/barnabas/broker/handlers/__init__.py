@@ -9,10 +9,13 @@ from . import (
     configs,
     delete_records,
     fetch,
+    group_admin,
+    groups,
     leader_epochs,
     leadership,
     list_offsets,
     metadata,
+    offsets,
     produce,
     producer_ids,
     topics,
@@ -36,5 +39,8 @@ def build_registry() -> ApiRegistry:
             leader_epochs.SPEC,
             delete_records.SPEC,
             *leadership.SPECS,
+            *groups.SPECS,
+            *group_admin.SPECS,
+            *offsets.SPECS,
         ]
     )

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from barnabas.cluster import PartitionState, Topic
@@ -55,6 +56,9 @@ class ReplicaManager:
         self.reconciled = asyncio.Event()
         self._isr_wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        #: Told (topic, partition, leader epoch) when this broker starts leading a partition,
+        #: (topic, partition, None) when it stops; the group coordinator loads its groups so.
+        self.leadership_listeners: list[Callable[[str, int, int | None], None]] = []
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -175,6 +179,8 @@ class ReplicaManager:
         leader = LeaderReplica(*tp, partition_log, partition_state, replicas, state.broker_id, state.now_ms())
         self.leaders[tp] = leader
         leader.maybe_advance_high_watermark()
+        for listener in self.leadership_listeners:
+            listener(*tp, partition_state.leader_epoch)
         state.fetch_waiters.notify(tp)
         log.info("%s-%d: leader at epoch %d, isr %s", *tp, partition_state.leader_epoch, list(partition_state.isr))
 
@@ -200,6 +206,8 @@ class ReplicaManager:
         if leader is not None:
             leader.resign()
             self.state.fetch_waiters.notify(tp)
+            for listener in self.leadership_listeners:
+                listener(*tp, None)
 
     def _follow(self, tp: TopicPartition, leader_id: int, leader_epoch: int) -> None:
         current = self.following.get(tp)

@@ -1,0 +1,119 @@
+"""ListGroups (16), DescribeGroups (15) and DeleteGroups (42): groups as tools see them.
+
+ListGroups lists the groups this broker coordinates (clients ask every broker), filtered by
+state from v4; DescribeGroups reports an unknown group as Dead with no members, and member
+metadata and assignments only while the group is Stable (Kafka's GroupMetadata.summary);
+DeleteGroups removes only Empty groups (NON_EMPTY_GROUP otherwise).
+"""
+
+from __future__ import annotations
+
+from barnabas.groups import GroupState
+from barnabas.protocol import ErrorCode, Request, encode_response
+
+from ..registry import ApiSpec
+from ..state import BrokerState
+from ._build import NO_THROTTLE, make, response_types
+
+DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
+#: "Not requested" for authorized operations (Kafka's Integer.MIN_VALUE).
+NO_OPERATIONS = -(2**31)
+
+
+def handle_list_groups(state: BrokerState, request: Request) -> bytes:
+    types = response_types(LIST_GROUPS, request.header.api_version)
+    body = request.body
+    wanted_states = {s.lower() for s in getattr(body, "states_filter", ()) or ()}
+    wanted_types = {t.lower() for t in getattr(body, "types_filter", ()) or ()}
+    coordinator = state.groups
+    if coordinator is None:
+        code, groups = ErrorCode.coordinator_not_available, []
+    else:
+        code = ErrorCode.coordinator_load_in_progress if coordinator.loading() else ErrorCode.none
+        groups = coordinator.list_groups()
+    listed = tuple(
+        make(
+            types.ListedGroup,
+            group_id=g.group_id,
+            protocol_type=g.protocol_type or "",
+            group_state=g.state.value,
+            group_type="classic",
+        )
+        for g in groups
+        if (not wanted_states or g.state.value.lower() in wanted_states)
+        and (not wanted_types or "classic" in wanted_types)
+    )
+    response = make(types.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=code, groups=listed)
+    return encode_response(request.header.correlation_id, response)
+
+
+def handle_describe_groups(state: BrokerState, request: Request) -> bytes:
+    types = response_types(DESCRIBE_GROUPS, request.header.api_version)
+    described = []
+    for group_id in request.body.groups:
+        if state.groups is None:
+            code, group = ErrorCode.coordinator_not_available, None
+        else:
+            code, group = state.groups.describe_group(group_id)
+        if group is None:
+            state_name = GroupState.DEAD.value if code is ErrorCode.none else ""
+            described.append(
+                make(
+                    types.DescribedGroup,
+                    error_code=code,
+                    group_id=group_id,
+                    group_state=state_name,
+                    protocol_type="",
+                    protocol_data="",
+                    members=(),
+                    authorized_operations=NO_OPERATIONS,
+                )
+            )
+            continue
+        stable = group.is_in(GroupState.STABLE)
+        protocol = group.protocol_name or ""
+        members = tuple(
+            make(
+                types.DescribedGroupMember,
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata_for(protocol) if stable else b"",
+                member_assignment=m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        )
+        described.append(
+            make(
+                types.DescribedGroup,
+                error_code=code,
+                group_id=group_id,
+                group_state=group.state.value,
+                protocol_type=group.protocol_type or "",
+                protocol_data=protocol,
+                members=members,
+                authorized_operations=NO_OPERATIONS,
+            )
+        )
+    response = make(types.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(described))
+    return encode_response(request.header.correlation_id, response)
+
+
+async def handle_delete_groups(state: BrokerState, request: Request) -> bytes:
+    types = response_types(DELETE_GROUPS, request.header.api_version)
+    names = list(dict.fromkeys(request.body.groups_names))
+    if state.groups is None:
+        results = dict.fromkeys(names, ErrorCode.coordinator_not_available)
+    else:
+        results = await state.groups.delete_groups(names)
+    deleted = tuple(make(types.DeletableGroupResult, group_id=g, error_code=e) for g, e in results.items())
+    response = make(types.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=deleted)
+    return encode_response(request.header.correlation_id, response)
+
+
+SPECS = [
+    ApiSpec(DESCRIBE_GROUPS, "DescribeGroups", 0, 5, handle_describe_groups),
+    ApiSpec(LIST_GROUPS, "ListGroups", 0, 5, handle_list_groups),
+    ApiSpec(DELETE_GROUPS, "DeleteGroups", 0, 2, handle_delete_groups),
+]

@@ -1,0 +1,214 @@
+"""FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14).
+
+The request fields go to the GroupCoordinator as they are; only their encodings differ by
+version (timeouts as durations, LeaveGroup's one member before v3, FindCoordinator's batched
+keys from v4). FindCoordinator creates ``__consumer_offsets`` on first use and names the
+leader of the group's partition, COORDINATOR_NOT_AVAILABLE while there is none.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from barnabas.groups import GroupCoordinator, MemberIdentity
+from barnabas.protocol import ErrorCode, Request, encode_response
+
+from ..offsets_topic import OFFSETS_TOPIC
+from ..registry import ApiSpec
+from ..request_context import CLIENT_HOST
+from ..state import BrokerState
+from ._build import NO_THROTTLE, make, response_types
+
+FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+
+def as_ms(value: Any) -> int:
+    """A timeout field: kio gives durations, older schemas plain ints."""
+    if isinstance(value, datetime.timedelta):
+        return int(value.total_seconds() * 1000)
+    return int(value)
+
+
+def coordinator_of(state: BrokerState) -> GroupCoordinator | None:
+    return state.groups
+
+
+# -- FindCoordinator ---------------------------------------------------------------------------
+
+
+async def _locate(state: BrokerState, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+    """(error, message, node id, host, port) of the coordinator for ``key``."""
+    unavailable = (ErrorCode.coordinator_not_available, None, -1, "", -1)
+    if key_type == TRANSACTION_KEY:
+        return ErrorCode.coordinator_not_available, "transactions are not supported yet", -1, "", -1
+    if key_type != GROUP_KEY:
+        return ErrorCode.invalid_request, f"unknown key type {key_type}", -1, "", -1
+    coordinator, offsets = state.groups, state.offsets_topic
+    if coordinator is None or offsets is None or not await offsets.ensure_exists():
+        return unavailable
+    partition_state = state.partition_state(OFFSETS_TOPIC, coordinator.partition_for(key))
+    broker = state.live_brokers().get(partition_state.leader) if partition_state is not None else None
+    if broker is None:
+        return unavailable
+    return ErrorCode.none, None, broker.broker_id, broker.host, broker.port
+
+
+async def handle_find_coordinator(state: BrokerState, request: Request) -> bytes:
+    version = request.header.api_version
+    types = response_types(FIND_COORDINATOR, version)
+    body = request.body
+    key_type = int(getattr(body, "key_type", GROUP_KEY))
+    if version >= 4:
+        coordinators = []
+        for key in body.coordinator_keys:
+            code, message, node_id, host, port = await _locate(state, key, key_type)
+            coordinators.append(
+                make(
+                    types.Coordinator,
+                    key=key,
+                    node_id=node_id,
+                    host=host,
+                    port=port,
+                    error_code=code,
+                    error_message=message,
+                )
+            )
+        response = make(types.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
+    else:
+        code, message, node_id, host, port = await _locate(state, body.key, key_type)
+        response = make(
+            types.FindCoordinatorResponse, throttle_time=NO_THROTTLE, error_code=code, error_message=message,
+            node_id=node_id, host=host, port=port,
+        )  # fmt: skip
+    return encode_response(request.header.correlation_id, response)
+
+
+# -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup -----------------------------------------------
+
+
+async def handle_join_group(state: BrokerState, request: Request) -> bytes:
+    version = request.header.api_version
+    types = response_types(JOIN_GROUP, version)
+    body = request.body
+    coordinator = coordinator_of(state)
+    session_ms = as_ms(body.session_timeout)
+    if coordinator is None:
+        result_error, member_id = ErrorCode.coordinator_not_available, body.member_id
+        result = None
+    else:
+        result = await coordinator.join_group(
+            body.group_id,
+            body.member_id,
+            getattr(body, "group_instance_id", None),
+            require_known_member_id=version >= 4,
+            client_id=request.header.client_id or "",
+            client_host=CLIENT_HOST.get(),
+            rebalance_timeout_ms=as_ms(getattr(body, "rebalance_timeout", session_ms)),
+            session_timeout_ms=session_ms,
+            protocol_type=body.protocol_type,
+            protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
+        )
+        result_error, member_id = result.error, result.member_id
+    members = ()
+    if result is not None and result.error is ErrorCode.none:
+        members = tuple(
+            make(types.JoinGroupResponseMember, member_id=m, group_instance_id=instance, metadata=metadata)
+            for m, instance, metadata in result.members
+        )
+    response = make(
+        types.JoinGroupResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=result_error,
+        generation_id=result.generation if result is not None else -1,
+        protocol_type=result.protocol_type if result is not None and result.error is ErrorCode.none else None,
+        protocol_name=_protocol_name(version, result.protocol_name if result is not None else None),
+        leader=result.leader if result is not None else "",
+        skip_assignment=False,
+        member_id=member_id,
+        members=members,
+    )
+    return encode_response(request.header.correlation_id, response)
+
+
+def _protocol_name(version: int, name: str | None) -> str | None:
+    """Nullable from v7; before that an empty string stands for none."""
+    return name if version >= 7 else name or ""
+
+
+async def handle_sync_group(state: BrokerState, request: Request) -> bytes:
+    version = request.header.api_version
+    types = response_types(SYNC_GROUP, version)
+    body = request.body
+    coordinator = coordinator_of(state)
+    if coordinator is None:
+        code, assignment, protocol_type, protocol_name = ErrorCode.coordinator_not_available, b"", None, None
+    else:
+        result = await coordinator.sync_group(
+            body.group_id,
+            int(body.generation_id),
+            body.member_id,
+            getattr(body, "group_instance_id", None),
+            assignment={a.member_id: bytes(a.assignment) for a in body.assignments},
+            protocol_type=getattr(body, "protocol_type", None),
+            protocol_name=getattr(body, "protocol_name", None),
+        )
+        code, assignment = result.error, result.assignment
+        protocol_type, protocol_name = result.protocol_type, result.protocol_name
+    response = make(
+        types.SyncGroupResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        protocol_type=protocol_type,
+        protocol_name=protocol_name,
+        assignment=assignment,
+    )
+    return encode_response(request.header.correlation_id, response)
+
+
+def handle_heartbeat(state: BrokerState, request: Request) -> bytes:
+    types = response_types(HEARTBEAT, request.header.api_version)
+    body = request.body
+    coordinator = coordinator_of(state)
+    code = (
+        ErrorCode.coordinator_not_available
+        if coordinator is None
+        else coordinator.heartbeat(
+            body.group_id, body.member_id, getattr(body, "group_instance_id", None), int(body.generation_id)
+        )
+    )
+    response = make(types.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=code)
+    return encode_response(request.header.correlation_id, response)
+
+
+def handle_leave_group(state: BrokerState, request: Request) -> bytes:
+    version = request.header.api_version
+    types = response_types(LEAVE_GROUP, version)
+    body = request.body
+    if version >= 3:
+        leaving = [MemberIdentity(m.member_id, m.group_instance_id) for m in body.members]
+    else:
+        leaving = [MemberIdentity(body.member_id)]
+    coordinator = coordinator_of(state)
+    if coordinator is None:
+        top, errors = ErrorCode.coordinator_not_available, list[ErrorCode]()
+    else:
+        top, errors = coordinator.leave_group(body.group_id, leaving)
+    if version < 3 and top is ErrorCode.none and errors:
+        top = errors[0]  # one member: its error is the answer
+    members = tuple(
+        make(types.MemberResponse, member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=e)
+        for m, e in zip(leaving, errors, strict=True)
+    ) if version >= 3 else ()  # fmt: skip
+    response = make(types.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=top, members=members)
+    return encode_response(request.header.correlation_id, response)
+
+
+SPECS = [
+    ApiSpec(FIND_COORDINATOR, "FindCoordinator", 0, 6, handle_find_coordinator),
+    ApiSpec(JOIN_GROUP, "JoinGroup", 0, 9, handle_join_group),
+    ApiSpec(HEARTBEAT, "Heartbeat", 0, 4, handle_heartbeat),
+    ApiSpec(LEAVE_GROUP, "LeaveGroup", 0, 5, handle_leave_group),
+    ApiSpec(SYNC_GROUP, "SyncGroup", 0, 5, handle_sync_group),
+]
