@@ -1,0 +1,277 @@
+"""Consumer groups through real Python clients: commit and resume, rebalances, crashes, failover.
+
+confluent-kafka, kafka-python and aiokafka each consume a topic in a group, commit, and a new
+consumer of the same group resumes exactly after the commit. Member processes
+(``tests.interop.group_member``) join, leave and are killed with SIGKILL while the test
+watches the assignments they report; a rebalance storm must settle with every partition owned
+once. Finally the broker coordinating a group is killed and the group carries on, with its
+committed offsets, at the next leader of its ``__consumer_offsets`` partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.cluster import BrokerCluster
+
+pytestmark = pytest.mark.timeout(240)
+
+FAST_GROUPS = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "5"}
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    started = BrokerProcess(tmp_path_factory.mktemp("groups") / "b0", properties=FAST_GROUPS).start()
+    yield started
+    started.kill()
+
+
+def create(bootstrap: str, name: str, partitions: int, replication: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, replication)])[name].result(timeout=30)
+
+
+def produce(bootstrap: str, topic: str, start: int, count: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(start, start + count):
+        producer.produce(topic, f"value-{i}".encode(), key=f"key-{i}".encode())
+    assert producer.flush(30) == 0
+
+
+# -- commit and resume, per client --------------------------------------------------------------
+
+
+def consume_confluent(bootstrap: str, topic: str, group: str, count: int) -> list[str]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    values: list[str] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(values) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value().decode())
+                consumer.commit(message, asynchronous=False)
+    finally:
+        consumer.close()
+    return values
+
+
+def consume_kafka_python(bootstrap: str, topic: str, group: str, count: int) -> list[str]:
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(
+        topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False
+    )
+    values: list[str] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(values) < count and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                values.extend(r.value.decode() for r in records)
+            consumer.commit()
+    finally:
+        consumer.close()
+    return values
+
+
+def consume_aiokafka(bootstrap: str, topic: str, group: str, count: int) -> list[str]:
+    from aiokafka import AIOKafkaConsumer
+
+    async def run() -> list[str]:
+        consumer = AIOKafkaConsumer(
+            topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False
+        )
+        await consumer.start()
+        values: list[str] = []
+        try:
+            async with asyncio.timeout(60):
+                while len(values) < count:
+                    for records in (await consumer.getmany(timeout_ms=500)).values():
+                        values.extend(r.value.decode() for r in records)
+                    await consumer.commit()
+        finally:
+            await consumer.stop()
+        return values
+
+    return asyncio.run(run())
+
+
+CONSUMERS: dict[str, Callable[[str, str, str, int], list[str]]] = {
+    "confluent": consume_confluent,
+    "kafka-python": consume_kafka_python,
+    "aiokafka": consume_aiokafka,
+}
+
+
+@pytest.mark.parametrize("client", sorted(CONSUMERS))
+def test_a_new_consumer_resumes_after_the_committed_offsets(broker: BrokerProcess, client: str) -> None:
+    topic, group = f"resume-{client}", f"resumers-{client}"
+    create(broker.bootstrap, topic, 3)
+    produce(broker.bootstrap, topic, 0, 90)
+    consume = CONSUMERS[client]
+    first = consume(broker.bootstrap, topic, group, 90)
+    assert sorted(first) == sorted(f"value-{i}" for i in range(90))
+    produce(broker.bootstrap, topic, 90, 60)
+    second = consume(broker.bootstrap, topic, group, 60)
+    assert sorted(second) == sorted(f"value-{i}" for i in range(90, 150)), "exactly what came after the commit"
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=30)
+    committed = {tp.partition: tp.offset for tp in listed.topic_partitions if tp.topic == topic}
+    assert sum(committed.values()) == 150 and sorted(committed) == [0, 1, 2]
+
+
+# -- member processes ----------------------------------------------------------------------------
+
+
+class Member:
+    """A group_member process and the assignments it reported."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, *extra: str) -> None:
+        command = [sys.executable, "-m", "tests.interop.group_member", "--bootstrap", bootstrap,
+                   "--topic", topic, "--group", group, *extra]  # fmt: skip
+        self.proc = subprocess.Popen(
+            command, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+        self.assigned: frozenset[int] = frozenset()
+        self.errors: list[str] = []
+        self._lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                self._lines.put(json.loads(line))
+
+    def drain(self) -> None:
+        while True:
+            try:
+                report = self._lines.get_nowait()
+            except queue.Empty:
+                return
+            if "assigned" in report:
+                self.assigned = frozenset(report["assigned"])
+            else:
+                self.errors.append(report["error"])
+
+    def leave(self) -> None:
+        """Close cleanly (LeaveGroup) and wait for the process to end."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=60) == 0
+
+    def crash(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def members() -> Iterator[list[Member]]:
+    started: list[Member] = []
+    yield started
+    for member in started:
+        member.stop()
+
+
+def wait_for_split(live: list[Member], partitions: int, what: str, timeout_s: float = 60.0) -> None:
+    """Until the live members own every partition exactly once, each of them at least one."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for member in live:
+            member.drain()
+        owned = [p for m in live for p in m.assigned]
+        if sorted(owned) == list(range(partitions)) and all(m.assigned for m in live[:partitions]):
+            return
+        assert time.monotonic() < deadline, f"timed out waiting for {what}: {[sorted(m.assigned) for m in live]}"
+        time.sleep(0.05)
+
+
+def test_members_join_leave_and_crash(broker: BrokerProcess, members: list[Member]) -> None:
+    topic, group = "rebalanced", "rebalancers"
+    create(broker.bootstrap, topic, 6)
+    members.append(Member(broker.bootstrap, topic, group))
+    wait_for_split(members, 6, "the first member owning everything")
+    members.append(Member(broker.bootstrap, topic, group))
+    wait_for_split(members, 6, "two members sharing")
+    assert {len(m.assigned) for m in members} == {3}, "range splits 6 partitions 3 and 3"
+
+    crashed = members.pop()
+    crashed.crash()  # no LeaveGroup: the coordinator finds out when its session times out
+    wait_for_split(members, 6, "the survivor owning everything after the crash")
+
+    members.append(Member(broker.bootstrap, topic, group, "--strategy", "range"))
+    wait_for_split(members, 6, "a third member joining")
+    leaving = members.pop(0)
+    leaving.leave()
+    wait_for_split(members, 6, "the last member owning everything after a clean leave")
+    assert all(not m.errors for m in members), [m.errors for m in members]
+
+
+def test_a_rebalance_storm_settles(broker: BrokerProcess, members: list[Member]) -> None:
+    """Five cooperative-sticky members join at once and two leave: every partition ends up owned once."""
+    topic, group = "stormy", "storm"
+    create(broker.bootstrap, topic, 10)
+    members.extend(Member(broker.bootstrap, topic, group, "--strategy", "cooperative-sticky") for _ in range(5))
+    wait_for_split(members, 10, "five members sharing ten partitions")
+    for member in members[:2]:
+        member.leave()
+    del members[:2]
+    wait_for_split(members, 10, "three members sharing after two left")
+    generations = broker.log_text().count(f"group {group} stabilised at generation")
+    assert generations <= 12, f"the group rebalanced {generations} times: a join loop"
+    assert all(not m.errors for m in members), [m.errors for m in members]
+
+
+# -- coordinator failover --------------------------------------------------------------------------
+
+
+def test_the_group_survives_the_loss_of_its_coordinator(tmp_path: Path) -> None:
+    cluster = BrokerCluster(tmp_path, 3, properties={**FAST_GROUPS, "min.insync.replicas": "2"}).start()
+    try:
+        topic, group = "guarded", "survivors"
+        cluster.create_topic(topic, 3, 3)
+        produce(cluster.bootstrap, topic, 0, 60)
+        assert sorted(consume_confluent(cluster.bootstrap, topic, group, 60)) == sorted(f"value-{i}" for i in range(60))
+        admin = cluster.admin()
+        coordinator = admin.describe_consumer_groups([group])[group].result(timeout=30).coordinator.id
+        cluster.brokers[coordinator].kill()
+        cluster.wait_for(lambda md: coordinator not in md.brokers, "the coordinator declared dead")
+        produce(cluster.bootstrap, topic, 60, 30)
+        resumed = consume_confluent(cluster.bootstrap, topic, group, 30)
+        assert sorted(resumed) == sorted(f"value-{i}" for i in range(60, 90)), "resumed from the commits"
+        survivors = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in cluster.alive())})
+        moved = survivors.describe_consumer_groups([group])[group].result(timeout=30).coordinator.id
+        assert moved != coordinator
+    finally:
+        cluster.stop()
