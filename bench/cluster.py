@@ -412,8 +412,8 @@ def election_times(
 ) -> tuple[float | None, float | None, int]:
     """From the broker logs after a kill: seconds from the kill until the controller wrote the new leader
     of partition 0 (``leader <victim> -> <new>``) and until the new leader took over (``leader at epoch``),
-    and how many times a follower asked the new leader before it had taken over (it then backs off for
-    ``replica.fetch.backoff.ms``, and acks=all produces wait for it)."""
+    and how many times a follower asked the new leader before it had taken over (it then retries after
+    50 ms, and acks=all produces wait for it)."""
     decided = leading = None
     early_asks = 0
     for chunk in chunks:
@@ -608,8 +608,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"the new leader: its metadata refresh runs every "
         f"{FAILOVER_PRODUCER['topic.metadata.refresh.interval.ms']} ms here, and the new leader's acks=all "
         "waits for a follower). *Follower asked too early*: kills after which a follower sent "
-        "OffsetForLeaderEpoch to the new leader before it had taken over, got NOT_LEADER_OR_FOLLOWER and paused "
-        "for replica.fetch.backoff.ms. *Other load*: busy cores the brokers and the producer do not account "
+        "OffsetForLeaderEpoch to the new leader before it had taken over, got NOT_LEADER_OR_FOLLOWER and retried "
+        "50 ms later. *Other load*: busy cores the brokers and the producer do not account "
         "for (other processes on the machine, the coordination server's included).",
         "",
         "| backend | controller p50 | max | takeover p50 | max | client p50 | max | victim was controller "
