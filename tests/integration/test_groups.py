@@ -275,3 +275,54 @@ def test_the_group_survives_the_loss_of_its_coordinator(tmp_path: Path) -> None:
         assert moved != coordinator
     finally:
         cluster.stop()
+
+
+# -- the CLI --------------------------------------------------------------------------------------
+
+
+def groups_cli(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "barnabas", "groups", "--bootstrap", broker.bootstrap, *args]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_groups_cli_lists_describes_resets_and_deletes(broker: BrokerProcess) -> None:
+    topic, group = "cli-topic", "cli-group"
+    create(broker.bootstrap, topic, 2)
+    produce(broker.bootstrap, topic, 0, 40)
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+         "enable.auto.commit": False}
+    )  # fmt: skip
+    consumer.subscribe([topic])
+    consumed = 0
+    deadline = time.monotonic() + 60
+    try:
+        while consumed < 40 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                consumed += 1
+                consumer.commit(message, asynchronous=False)
+        listed = groups_cli(broker, "list")
+        assert listed.returncode == 0 and group in listed.stdout and "Stable" in listed.stdout
+        refused = groups_cli(broker, "reset-offsets", group, "--topic", topic, "--to-earliest", "--execute")
+        assert refused.returncode == 1
+        assert refused.stderr.strip().endswith("is inactive, but the current state is Stable."), refused.stderr
+    finally:
+        consumer.close()
+    produce(broker.bootstrap, topic, 40, 10)
+    described = groups_cli(broker, "describe", group)
+    assert described.returncode == 0, described.stderr
+    lags = [int(row.split("│")[5]) for row in described.stdout.splitlines() if row.startswith(f"│ {topic}")]
+    assert len(lags) == 2 and sum(lags) == 10, described.stdout
+
+    dry_run = groups_cli(broker, "reset-offsets", group, "--topic", topic, "--to-offset", "3")
+    assert dry_run.returncode == 0 and "dry run" in dry_run.stdout
+    done = groups_cli(broker, "reset-offsets", group, "--topic", topic, "--to-offset", "3", "--execute")
+    assert done.returncode == 0, done.stderr
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=30)
+    assert {tp.partition: tp.offset for tp in offsets.topic_partitions} == {0: 3, 1: 3}
+
+    assert groups_cli(broker, "delete", group).returncode == 0
+    gone = groups_cli(broker, "delete", group)
+    assert gone.returncode == 1 and "does not exist" in gone.stderr
