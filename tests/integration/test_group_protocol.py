@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
@@ -28,7 +29,7 @@ from kio.schema.sync_group.v5.request import SyncGroupRequest, SyncGroupRequestA
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.raw_client import RawKafkaClient
-from tests.support.requests import connect, create_topic, timeout_ms, unique
+from tests.support.requests import batch, connect, create_topic, produce, timeout_ms, unique
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -239,3 +240,23 @@ def test_leave_and_delete(client: RawKafkaClient) -> None:
     assert [m.error_code for m in left.members] == [ErrorCode.none, ErrorCode.unknown_member_id]
     deleted = client.request(DELETE_GROUPS, 2, DeleteGroupsRequest(groups_names=(group,)))
     assert [r.error_code for r in deleted.results] == [ErrorCode.none]
+
+
+def test_clients_cannot_write_the_offsets_topic(client: RawKafkaClient) -> None:
+    coordinator_ready(client, unique("internal"))
+    refused = produce(client, "__consumer_offsets", 0, batch(b"forged"))
+    assert refused.error_code == ErrorCode.invalid_topic_exception
+
+
+def test_deleting_a_topic_deletes_its_committed_offsets(client: RawKafkaClient, broker: BrokerProcess) -> None:
+    group, topic = unique("forget"), unique("doomed")
+    create_topic(client, topic)
+    coordinator_ready(client, group)
+    assert commit(client, group, (-1, ""), topic, 7) == ErrorCode.none
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_topics([topic])[topic].result(timeout=30)
+    deadline = time.monotonic() + 30
+    while fetch(client, group, topic) != (-1, ""):
+        assert time.monotonic() < deadline, "the deleted topic's offsets are still committed"
+        time.sleep(0.05)
+    assert f"removed 1 offsets of deleted topics {topic}" in broker.log_text()

@@ -11,6 +11,7 @@ Kafka's GroupMetadataManager I/O, over this broker's logs and replication:
   write could not be replicated, INVALID_COMMIT_OFFSET_SIZE when it is too large).
 - When this broker becomes leader of a partition the coordinator starts loading it: the whole
   log is read in the background and handed over; losing leadership unloads the partition.
+- When a topic is deleted, the groups' committed offsets for it are deleted as well.
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ class OffsetsTopic:
         )
         self._creating = asyncio.Lock()
         self._loads: dict[int, asyncio.Task[None]] = {}
+        self._known_topics = set(state.topics.topics)
+        self._forgetting: set[asyncio.Task[int]] = set()
 
     def partition_count(self) -> int:
         topic = self.state.topic(OFFSETS_TOPIC)
@@ -126,6 +129,15 @@ class OffsetsTopic:
         timeout_s = int(state.config["offsets.commit.timeout.ms"]) / 1000
         code = await leader.wait_for_high_watermark(leader.log.log_end_offset, timeout_s)
         return coordinator_error(code)
+
+    def topics_changed(self) -> None:
+        """Metadata changed: committed offsets of topics that are gone are deleted too."""
+        names = set(self.state.topics.topics)
+        gone, self._known_topics = self._known_topics - names, names
+        if gone:
+            task = asyncio.get_running_loop().create_task(self.coordinator.forget_topics(gone))
+            self._forgetting.add(task)
+            task.add_done_callback(self._forgetting.discard)
 
     # -- leadership ------------------------------------------------------------------------------
 

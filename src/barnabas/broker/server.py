@@ -28,12 +28,13 @@ from barnabas.cluster import (
     ProducerIdAllocator,
     TopicStore,
 )
-from barnabas.config import BrokerConfig, ConfigError, hostname_ordinal, log_config_for
+from barnabas.config import BrokerConfig, ConfigError, cleaner_config_for, hostname_ordinal, log_config_for
 from barnabas.coordination import CoordinationError, KeyExistsError, Session, SessionState, Storage, open_storage
 from barnabas.log import LogManager, read_broker_id
 
 from .connection import KafkaConnection
 from .handlers import build_registry
+from .log_cleaner import LogCleanerService
 from .offsets_topic import OffsetsTopic
 from .replication import ReplicaManager
 from .state import BrokerState, Endpoint
@@ -77,6 +78,7 @@ class Broker:
         self._session: Session | None = None
         self._watcher: MetadataWatcher | None = None
         self._replicas: ReplicaManager | None = None
+        self._cleaner: LogCleanerService | None = None
         self._offsets: OffsetsTopic | None = None
         self.controller: Controller | None = None
         self._controller_task: asyncio.Task[None] | None = None
@@ -107,6 +109,7 @@ class Broker:
         now_ms = int(self.clock() * 1000)
         try:
             default_log_config = log_config_for(config, {})
+            cleaner_config = cleaner_config_for(config)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self._logs = LogManager(
@@ -115,6 +118,10 @@ class Broker:
             self.broker_id,
             cluster_id,
             high_watermark_checkpoint_interval_ms=int(config["replica.high.watermark.checkpoint.interval.ms"]),
+            cleaner_config=cleaner_config,
+        )
+        self._cleaner = LogCleanerService(
+            self._logs, backoff_ms=cleaner_config.backoff_ms, clock_ms=lambda: int(self.clock() * 1000)
         )
         self._logs.load_all(now_ms, {name: stored_log_config(config, topic) for name, topic in topics.topics.items()})
         listener = config.listeners[0]
@@ -182,9 +189,12 @@ class Broker:
         )
         controller = state.controller = self.controller
 
+        offsets = self._offsets
+
         def on_change() -> None:
             replicas.poke()
             controller.poke()
+            offsets.topics_changed()
 
         self._watcher = MetadataWatcher(metastore, state.topics, state.brokers, on_change)
         await self._watcher.refresh_all()
@@ -259,6 +269,8 @@ class Broker:
             assert self._logs is not None
             try:
                 self._logs.maintain(int(self.clock() * 1000))
+                if self._cleaner is not None:
+                    self._cleaner.poke(int(self.clock() * 1000))
             except Exception:
                 log.exception("log maintenance failed; will retry")
 
@@ -328,6 +340,9 @@ class Broker:
             self._session = None
         await _cancel(self._maintenance)
         self._maintenance = None
+        if self._cleaner is not None:
+            await self._cleaner.close()
+            self._cleaner = None
         if self._logs is not None:
             self._logs.close()
             self._logs = None

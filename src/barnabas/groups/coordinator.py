@@ -686,6 +686,22 @@ class GroupCoordinator:
             results.update(dict.fromkeys(removable, stored))
         return ErrorCode.none, {tp: results[tp] for tp in partitions}
 
+    async def forget_topics(self, topics: set[str]) -> int:
+        """Delete the committed offsets of deleted topics (Kafka's handleDeletedPartitions); return how many."""
+        removed = 0
+        for group in list(self.groups.values()):
+            gone = [tp for tp in group.offsets if tp[0] in topics]
+            if not gone or self.partition_for(group.group_id) not in self.owned:
+                continue
+            records = [(encode_key(OffsetCommitKey(group.group_id, t, p)), None) for t, p in gone]
+            if await self._log.append(self.partition_for(group.group_id), records) is ErrorCode.none:
+                for tp in gone:
+                    group.offsets.pop(tp, None)
+                removed += len(gone)
+        if removed:
+            log.info("removed %d offsets of deleted topics %s", removed, ", ".join(sorted(topics)))
+        return removed
+
     # -- admin -----------------------------------------------------------------------------------
 
     def loading(self) -> bool:

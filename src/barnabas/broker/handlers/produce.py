@@ -9,6 +9,8 @@ acks=all answers once the high watermark has passed the batch, i.e. every in-syn
 it (Kafka's DelayedProduce): REQUEST_TIMED_OUT after the request's timeout,
 NOT_LEADER_OR_FOLLOWER if leadership moves meanwhile, and NOT_ENOUGH_REPLICAS_AFTER_APPEND if
 the ISR shrank below ``min.insync.replicas`` while it waited.
+Internal topics (``__consumer_offsets``) are written only by their coordinator: a client's
+produce to one gets INVALID_TOPIC_EXCEPTION, as in Kafka.
 Batches are appended as opaque bytes (ARCHITECTURE.md: record batches stay opaque).
 """
 
@@ -97,6 +99,10 @@ def handle(state: BrokerState, request: Request) -> Response | Awaitable[Respons
         for data in topic.partition_data:
             if acks not in (-1, 0, 1):
                 outcome = _failure(data.index, ErrorCode.invalid_required_acks)
+            elif (known := state.topic(topic.name)) is not None and known.internal:
+                outcome = _failure(
+                    data.index, ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic.name}"
+                )
             elif body.transactional_id is not None:
                 outcome = _failure(
                     data.index,
