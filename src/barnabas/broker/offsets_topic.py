@@ -11,7 +11,8 @@ Kafka's GroupMetadataManager I/O, over this broker's logs and replication:
   write could not be replicated, INVALID_COMMIT_OFFSET_SIZE when it is too large).
 - When this broker becomes leader of a partition the coordinator starts loading it: the whole
   log is read in the background and handed over; losing leadership unloads the partition.
-- When a topic is deleted, the groups' committed offsets for it are deleted as well.
+- When a topic is deleted, the groups' committed offsets for it are deleted as well; offsets also
+  expire after ``offsets.retention.minutes`` (rules in ``groups.expiry``).
 """
 
 from __future__ import annotations
@@ -85,6 +86,10 @@ class OffsetsTopic:
         self._loads: dict[int, asyncio.Task[None]] = {}
         self._known_topics = set(state.topics.topics)
         self._forgetting: set[asyncio.Task[int]] = set()
+        self._expiry: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._expiry = asyncio.get_running_loop().create_task(self.expire_offsets_forever(), name="offsets expiry")
 
     def partition_count(self) -> int:
         topic = self.state.topic(OFFSETS_TOPIC)
@@ -129,6 +134,18 @@ class OffsetsTopic:
         timeout_s = int(state.config["offsets.commit.timeout.ms"]) / 1000
         code = await leader.wait_for_high_watermark(leader.log.log_end_offset, timeout_s)
         return coordinator_error(code)
+
+    async def expire_offsets_forever(self) -> None:
+        """Every ``offsets.retention.check.interval.ms``, delete offsets older than ``offsets.retention.minutes``."""
+        config = self.state.config
+        retention_ms = int(config["offsets.retention.minutes"]) * 60_000
+        interval_s = int(config["offsets.retention.check.interval.ms"]) / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.coordinator.expire_offsets(retention_ms)
+            except Exception:
+                log.exception("expiring committed offsets failed; will retry")
 
     def topics_changed(self) -> None:
         """Metadata changed: committed offsets of topics that are gone are deleted too."""
@@ -184,6 +201,8 @@ class OffsetsTopic:
         self.coordinator.finish_loading(partition, leader_epoch, records)
 
     async def close(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
         for task in list(self._loads.values()):
             task.cancel()
         self._loads.clear()

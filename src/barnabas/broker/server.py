@@ -177,6 +177,7 @@ class Broker:
             ) from None
         replicas = ReplicaManager(state)
         self._offsets = OffsetsTopic(state)
+        self._offsets.start()
         replicas.leadership_listeners.append(self._offsets.on_leadership)
         state.groups, state.offsets_topic = self._offsets.coordinator, self._offsets
         self.controller = Controller(

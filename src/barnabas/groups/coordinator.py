@@ -37,6 +37,8 @@ from typing import Protocol as TypingProtocol
 
 from barnabas.protocol import ErrorCode
 
+from .consumer_protocol import subscribed_topics
+from .expiry import expired_offsets
 from .group import Group, GroupState, Member, Protocol
 from .loader import load_groups
 from .partitioner import partition_for
@@ -685,6 +687,28 @@ class GroupCoordinator:
                     group.offsets.pop(tp, None)
             results.update(dict.fromkeys(removable, stored))
         return ErrorCode.none, {tp: results[tp] for tp in partitions}
+
+    async def expire_offsets(self, retention_ms: int) -> int:
+        """Delete expired offsets (``expiry``) and the Empty groups left without any; return how many offsets."""
+        now = self._now()
+        removed = 0
+        for group in list(self.groups.values()):
+            if self.partition_for(group.group_id) not in self.owned or group.is_in(GroupState.DEAD):
+                continue
+            expired = expired_offsets(group, now, retention_ms, subscribed_topics)
+            records: list[RecordPair] = [(encode_key(OffsetCommitKey(group.group_id, t, p)), None) for t, p in expired]
+            drop_group = group.is_in(GroupState.EMPTY) and len(expired) == len(group.offsets)
+            if drop_group:
+                records.append((encode_key(GroupMetadataKey(group.group_id)), None))
+            if not records or await self._log.append(self.partition_for(group.group_id), records) is not ErrorCode.none:
+                continue
+            for tp in expired:
+                group.offsets.pop(tp, None)
+            removed += len(expired)
+            if drop_group and self.groups.get(group.group_id) is group and not group.members:
+                self._drop(group, ErrorCode.coordinator_not_available)
+                log.info("group %s expired with its %d offsets", group.group_id, len(expired))
+        return removed
 
     async def forget_topics(self, topics: set[str]) -> int:
         """Delete the committed offsets of deleted topics (Kafka's handleDeletedPartitions); return how many."""
