@@ -165,3 +165,16 @@ def test_followers_warn_once_while_a_dead_leader_is_retried(tmp_path: Path, zook
             assert log_text.count(f"fetching from broker {victim} failed") == 1, log_text[-3000:]
     finally:
         cluster.stop()
+
+
+def test_added_partitions_continue_the_round_robin(cluster: BrokerCluster) -> None:
+    """Kafka's addPartitions: partition i is led by broker (i + index of partition 0's leader) % brokers."""
+    from confluent_kafka.admin import NewPartitions
+
+    cluster.create_topic("grown", 2, 1)
+    admin = cluster.admin()  # kept alive until the future resolves
+    admin.create_partitions([NewPartitions("grown", 6)])["grown"].result(timeout=30)
+    cluster.wait_for(lambda md: len(md.topics["grown"].partitions) == 6, "six partitions")
+    replicas = {p.id: p.replicas for p in cluster.metadata().topics["grown"].partitions.values()}
+    first = replicas[0][0]
+    assert replicas == {i: [(first + i) % 3] for i in range(6)}

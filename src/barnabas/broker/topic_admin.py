@@ -18,6 +18,7 @@ from barnabas.cluster.assignment import (
     IncompleteRackInformationError,
     InvalidPartitionsError,
     assign_replicas,
+    start_index_for_new_partitions,
 )
 from barnabas.config import BrokerConfig, ConfigError, log_config_for, validate_topic_overrides
 from barnabas.log import LogConfig
@@ -65,11 +66,15 @@ def _check_name(state: BrokerState, name: str) -> None:
             )
 
 
-def _assign(state: BrokerState, partitions: range, replication_factor: int) -> dict[int, tuple[int, ...]]:
+def _assign(
+    state: BrokerState, partitions: range, replication_factor: int, start_index: int | None = None
+) -> dict[int, tuple[int, ...]]:
     """Kafka's rack-aware placement over the live brokers."""
     racks = {broker_id: info.rack for broker_id, info in state.live_brokers().items()}
     try:
-        return assign_replicas(racks, len(partitions), replication_factor, first_partition=partitions.start)
+        return assign_replicas(
+            racks, len(partitions), replication_factor, first_partition=partitions.start, start_index=start_index
+        )
     except InvalidPartitionsError as exc:
         raise TopicAdminError(ErrorCode.invalid_partitions, str(exc)) from None
     except IncompleteRackInformationError as exc:
@@ -219,8 +224,9 @@ async def create_partitions(
         added = _check_assignment(state, dict(zip(new_partitions, assignment, strict=True)), current)
         if any(len(replicas) != factor for replicas in added.values()):
             raise TopicAdminError(ErrorCode.invalid_replica_assignment, "replica count differs from the topic's")
-    else:
-        added = _assign(state, new_partitions, factor)
+    else:  # continue the round robin where partition 0 starts it, as Kafka's addPartitions does
+        start = start_index_for_new_partitions(state.live_brokers(), topic.assignment[0][0])
+        added = _assign(state, new_partitions, factor, start)
     grown = dataclasses.replace(topic, assignment={**topic.assignment, **added})
     if validate_only:
         return grown
