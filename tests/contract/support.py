@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+import traceback
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
-__all__ = ["eventually"]
+from barnabas.coordination import Session, SessionState, WatchEvent
+
+__all__ = ["StateLog", "eventually", "next_event", "run_scenario"]
+
+T = TypeVar("T")
 
 
 async def eventually(predicate: Callable[[], Awaitable[bool] | bool], what: str, timeout_s: float = 15.0) -> float:
@@ -21,3 +27,42 @@ async def eventually(predicate: Callable[[], Awaitable[bool] | bool], what: str,
         if time.monotonic() - start > timeout_s:
             raise AssertionError(f"not within {timeout_s} s: {what}")
         await asyncio.sleep(0.02)
+
+
+def run_scenario(coro: Coroutine[Any, Any, T], *servers: Any, timeout_s: float) -> T:
+    """Run one scenario on a fresh event loop; on failure print the servers' logs (``log_tails`` or ``log_tail``)."""
+    try:
+        return asyncio.run(asyncio.wait_for(coro, timeout_s))
+    except BaseException:
+        traceback.print_exc()
+        for server in servers:
+            print(server.log_tails() if hasattr(server, "log_tails") else server.log_tail())
+        raise
+
+
+class StateLog:
+    """Records a session's state changes (with when); ``reached(state)`` waits for one."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.states: list[SessionState] = []
+        self.at: dict[SessionState, float] = {}
+        session.add_state_listener(self._record)
+
+    def _record(self, state: SessionState) -> None:
+        self.states.append(state)
+        self.at.setdefault(state, time.monotonic())
+
+    async def reached(self, state: SessionState, timeout_s: float = 20.0) -> float:
+        """Wait until the session went through ``state`` (or is in it); return when it first got there."""
+        await eventually(
+            lambda: state in self.states or self.session.state is state,
+            f"session {state.value} (saw {[s.value for s in self.states]})",
+            timeout_s,
+        )
+        return self.at.get(state, time.monotonic())
+
+
+async def next_event(events: AsyncIterator[WatchEvent], timeout_s: float = 15.0) -> WatchEvent:
+    async with asyncio.timeout(timeout_s):
+        return await anext(events)

@@ -16,8 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-import traceback
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
 import pytest
@@ -29,7 +28,6 @@ from barnabas.coordination.api import (
     Metastore,
     Put,
     Resync,
-    Session,
     SessionState,
     Versioned,
     WatchEvent,
@@ -44,7 +42,7 @@ from barnabas.coordination.errors import (
 )
 from barnabas.coordination.registry import open_metastore
 from tests.contract.servers.etcd import EtcdCluster, EtcdServer, free_ports, start_server
-from tests.contract.support import eventually
+from tests.contract.support import StateLog, eventually, next_event, run_scenario
 
 # The etcd_server and etcd_cluster fixtures come from tests/contract/conftest.py.
 
@@ -53,32 +51,7 @@ TEST_TIMEOUT_S = 60.0
 
 
 def run(coro: Coroutine[Any, Any, T], *servers: EtcdServer | EtcdCluster) -> T:
-    """Run one scenario on a fresh event loop; on failure print the servers' logs."""
-    try:
-        return asyncio.run(asyncio.wait_for(coro, TEST_TIMEOUT_S))
-    except BaseException:
-        traceback.print_exc()
-        for server in servers:
-            print(server.log_tails() if isinstance(server, EtcdCluster) else server.log_tail())
-        raise
-
-
-class StateLog:
-    """Records a session's state changes; ``reached(state)`` waits for one."""
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-        self.states: list[SessionState] = []
-        self.at: dict[SessionState, float] = {}
-        session.add_state_listener(self._record)
-
-    def _record(self, state: SessionState) -> None:
-        self.states.append(state)
-        self.at[state] = time.monotonic()
-
-    async def reached(self, state: SessionState, timeout_s: float = 15.0) -> float:
-        await eventually(lambda: self.session.state is state, f"session {state.value}", timeout_s)
-        return self.at.get(state, time.monotonic())
+    return run_scenario(coro, *servers, timeout_s=TEST_TIMEOUT_S)
 
 
 class Mirror:
@@ -126,10 +99,6 @@ class Mirror:
             return self.view == {key: versioned.value for key, versioned in truth.items()}
 
         await eventually(same, f"watch consumer of {self.prefix!r} sees the true state", timeout_s)
-
-
-async def next_event(watch: AsyncIterator[WatchEvent], timeout_s: float = 10.0) -> WatchEvent:
-    return await asyncio.wait_for(anext(watch), timeout_s)
 
 
 async def commit_retrying(metastore: Metastore, key: str, value: bytes, timeout_s: float = 20.0) -> int:

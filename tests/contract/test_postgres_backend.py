@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-import traceback
 from collections.abc import Awaitable, Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -33,7 +32,6 @@ from barnabas.coordination.api import (
     Session,
     SessionState,
     Versioned,
-    WatchEvent,
 )
 from barnabas.coordination.backends.postgres import PostgresMetastore, PostgresSession, open_backend
 from barnabas.coordination.backends.postgres._connection import parse_url
@@ -48,7 +46,7 @@ from barnabas.coordination.registry import open_metastore
 from barnabas.coordination.storage import Storage
 from barnabas.coordination.testing.linearizability import UNKNOWN, check, run_concurrent_history
 from tests.contract.servers.postgres import PostgresInstall, PostgresServer, free_port
-from tests.contract.support import eventually
+from tests.contract.support import StateLog, eventually, next_event, run_scenario
 
 # Fixtures postgres_install and postgres_server come from tests/contract/conftest.py.
 
@@ -57,36 +55,12 @@ TEST_TIMEOUT_S = 60.0
 
 
 def run(coro: Coroutine[Any, Any, T], *servers: PostgresServer) -> T:
-    """Run one scenario on a fresh event loop; on failure print the servers' logs."""
-    try:
-        return asyncio.run(asyncio.wait_for(coro, TEST_TIMEOUT_S))
-    except BaseException:
-        traceback.print_exc()
-        for server in servers:
-            print(server.log_tail())
-        raise
-
-
-class StateLog:
-    """Records a session's state changes; ``reached(state)`` waits for one."""
-
-    def __init__(self, session: Session) -> None:
-        self.states: list[SessionState] = []
-        session.add_state_listener(self.states.append)
-        self.session = session
-
-    async def reached(self, state: SessionState, timeout_s: float = 15.0) -> float:
-        return await eventually(lambda: state in self.states, f"session {state.value} (saw {self.states})", timeout_s)
+    return run_scenario(coro, *servers, timeout_s=TEST_TIMEOUT_S)
 
 
 def state_of(session: Session) -> SessionState:
     """The state now (a call, so mypy does not keep an earlier narrowing of the property)."""
     return session.state
-
-
-async def next_event(watch: Any, timeout_s: float = 15.0) -> WatchEvent:
-    event: WatchEvent = await asyncio.wait_for(anext(watch), timeout_s)
-    return event
 
 
 async def sql(url: str, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -797,10 +771,11 @@ def test_paused_server_suspends_then_recovers(own_server: PostgresServer) -> Non
         log = StateLog(session)
         try:
             await m.commit([Check("eph", 0)], [Put("eph", b"1", session)])
+            paused_at = time.monotonic()
             own_server.pause()
             try:
-                took = await log.reached(SessionState.SUSPENDED, 10)
-                assert took < session.ttl_s, "SUSPENDED must come before the lease can end"
+                suspended_at = await log.reached(SessionState.SUSPENDED, 10)
+                assert suspended_at - paused_at < session.ttl_s, "SUSPENDED must come before the lease can end"
             finally:
                 own_server.resume()
             await log.reached(SessionState.CONNECTED, 10)

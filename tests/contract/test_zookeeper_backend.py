@@ -17,7 +17,6 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 import uuid
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
@@ -32,7 +31,6 @@ from barnabas.coordination.api import (
     Metastore,
     Put,
     Resync,
-    Session,
     SessionState,
     Versioned,
     WatchEvent,
@@ -48,7 +46,7 @@ from barnabas.coordination.errors import (
 )
 from barnabas.coordination.registry import open_metastore
 from tests.contract.servers.zookeeper import ZooKeeperEnsemble, ZooKeeperServer, free_ports
-from tests.contract.support import eventually
+from tests.contract.support import StateLog, eventually, next_event, run_scenario
 
 # The zookeeper_server (session) and zookeeper_ensemble fixtures come from tests/contract/conftest.py.
 
@@ -57,25 +55,7 @@ TEST_TIMEOUT_S = 60.0
 
 
 def run(coro: Coroutine[Any, Any, T], *servers: ZooKeeperServer | ZooKeeperEnsemble) -> T:
-    """Run one scenario on a fresh event loop; on failure print the servers' logs."""
-    try:
-        return asyncio.run(asyncio.wait_for(coro, TEST_TIMEOUT_S))
-    except BaseException:
-        traceback.print_exc()
-        for server in servers:
-            print(server.log_tails() if isinstance(server, ZooKeeperEnsemble) else server.log_tail())
-        raise
-
-
-class StateLog:
-    """Records a session's state changes; ``reached(state)`` waits for one."""
-
-    def __init__(self, session: Session) -> None:
-        self.states: list[SessionState] = []
-        session.add_state_listener(self.states.append)
-
-    async def reached(self, state: SessionState, timeout_s: float = 20.0) -> float:
-        return await eventually(lambda: state in self.states, f"state {state.value} (saw {self.states})", timeout_s)
+    return run_scenario(coro, *servers, timeout_s=TEST_TIMEOUT_S)
 
 
 async def absent(metastore: Metastore, key: str) -> bool:
@@ -586,11 +566,6 @@ def test_unreachable_server_is_unavailable() -> None:
 
 
 # -- watches --------------------------------------------------------------------------------------
-
-
-async def next_event(events: Any, timeout_s: float = 10.0) -> WatchEvent:
-    event: WatchEvent = await asyncio.wait_for(anext(events), timeout_s)
-    return event
 
 
 def test_watch_reports_changes_under_its_prefix(zookeeper_server: ZooKeeperServer) -> None:
