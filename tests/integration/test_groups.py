@@ -217,12 +217,17 @@ def wait_for_split(live: list[Member], partitions: int, what: str, timeout_s: fl
         time.sleep(0.05)
 
 
-def test_members_join_leave_and_crash(broker: BrokerProcess, members: list[Member]) -> None:
-    topic, group = "rebalanced", "rebalancers"
+@pytest.mark.parametrize("client", ["confluent", "kafka-python", "aiokafka"])
+def test_members_join_leave_and_crash(broker: BrokerProcess, members: list[Member], client: str) -> None:
+    topic, group = f"rebalanced-{client}", f"rebalancers-{client}"
     create(broker.bootstrap, topic, 6)
-    members.append(Member(broker.bootstrap, topic, group))
+
+    def member() -> Member:
+        return Member(broker.bootstrap, topic, group, "--client", client)
+
+    members.append(member())
     wait_for_split(members, 6, "the first member owning everything")
-    members.append(Member(broker.bootstrap, topic, group))
+    members.append(member())
     wait_for_split(members, 6, "two members sharing")
     assert {len(m.assigned) for m in members} == {3}, "range splits 6 partitions 3 and 3"
 
@@ -230,7 +235,7 @@ def test_members_join_leave_and_crash(broker: BrokerProcess, members: list[Membe
     crashed.crash()  # no LeaveGroup: the coordinator finds out when its session times out
     wait_for_split(members, 6, "the survivor owning everything after the crash")
 
-    members.append(Member(broker.bootstrap, topic, group, "--strategy", "range"))
+    members.append(member())
     wait_for_split(members, 6, "a third member joining")
     leaving = members.pop(0)
     leaving.leave()
