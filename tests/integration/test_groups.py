@@ -1,11 +1,12 @@
-"""Consumer groups through real Python clients: commit and resume, rebalances, crashes, failover.
+"""Consumer groups through real clients: commit and resume, rebalances, crashes, failover.
 
 confluent-kafka, kafka-python and aiokafka each consume a topic in a group, commit, and a new
 consumer of the same group resumes exactly after the commit. Member processes
-(``tests.interop.group_member``) join, leave and are killed with SIGKILL while the test
-watches the assignments they report; a rebalance storm must settle with every partition owned
-once. Finally the broker coordinating a group is killed and the group carries on, with its
-committed offsets, at the next leader of its ``__consumer_offsets`` partition.
+(``tests.interop.group_member`` for those three, ``tests/interop/node/group_member.js`` for
+kafkajs, ``barnabas.interop.GroupMember`` for the Java client) join, leave and are killed with
+SIGKILL while the test watches the assignments they report; a rebalance storm must settle with
+every partition owned once. Finally the broker coordinating a group is killed and the group
+carries on, with its committed offsets, at the next leader of its ``__consumer_offsets`` partition.
 """
 
 from __future__ import annotations
@@ -29,11 +30,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import BrokerCluster
+from tests.support.interop_tools import JAVA_DIR, JAVA_TOOLS, NODE_DIR, build_tools, java_command
 
 pytestmark = pytest.mark.timeout(240)
 
 FAST_GROUPS = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "5"}
 REPO = Path(__file__).resolve().parents[2]
+PYTHON_MEMBER = (sys.executable, "-m", "tests.interop.group_member")
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +78,7 @@ def consume_confluent(bootstrap: str, topic: str, group: str, count: int) -> lis
             message = consumer.poll(0.5)
             if message is not None and message.error() is None:
                 values.append(message.value().decode())
-                consumer.commit(message, asynchronous=False)
+                consumer.commit(message=message, asynchronous=False)
     finally:
         consumer.close()
     return values
@@ -150,11 +153,12 @@ def test_a_new_consumer_resumes_after_the_committed_offsets(broker: BrokerProces
 
 
 class Member:
-    """A group_member process and the assignments it reported."""
+    """A group member process (``command``: the Python group_member unless told) and the assignments it reported."""
 
-    def __init__(self, bootstrap: str, topic: str, group: str, *extra: str) -> None:
-        command = [sys.executable, "-m", "tests.interop.group_member", "--bootstrap", bootstrap,
-                   "--topic", topic, "--group", group, *extra]  # fmt: skip
+    def __init__(
+        self, bootstrap: str, topic: str, group: str, *extra: str, command: tuple[str, ...] = PYTHON_MEMBER
+    ) -> None:
+        command = (*command, "--bootstrap", bootstrap, "--topic", topic, "--group", group, *extra)
         self.proc = subprocess.Popen(
             command, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
         )
@@ -196,6 +200,31 @@ class Member:
             self.proc.wait(timeout=10)
 
 
+@pytest.fixture(scope="session")
+def java_member() -> tuple[str, ...] | str:
+    """The Java GroupMember command, or why it cannot run."""
+    problem = build_tools(JAVA_DIR / "build.sh", JAVA_TOOLS, "Java driver build")
+    return problem or java_command("barnabas.interop.GroupMember")
+
+
+@pytest.fixture(scope="session")
+def node_member() -> tuple[str, ...] | str:
+    """The kafkajs group_member.js command, or why it cannot run."""
+    problem = build_tools(NODE_DIR / "install.sh", ("node", "npm"), "kafkajs driver install")
+    return problem or ("node", str(NODE_DIR / "group_member.js"))
+
+
+@pytest.fixture
+def member_command(request: pytest.FixtureRequest, client: str) -> tuple[str, ...]:
+    """How to start one member process of ``client``."""
+    if client not in ("kafkajs", "java"):
+        return (*PYTHON_MEMBER, "--client", client)
+    command: tuple[str, ...] | str = request.getfixturevalue("node_member" if client == "kafkajs" else "java_member")
+    if isinstance(command, str):
+        pytest.fail(command, pytrace=False)
+    return command
+
+
 @pytest.fixture
 def members() -> Iterator[list[Member]]:
     started: list[Member] = []
@@ -217,19 +246,21 @@ def wait_for_split(live: list[Member], partitions: int, what: str, timeout_s: fl
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("client", ["confluent", "kafka-python", "aiokafka"])
-def test_members_join_leave_and_crash(broker: BrokerProcess, members: list[Member], client: str) -> None:
+@pytest.mark.parametrize("client", ["confluent", "kafka-python", "aiokafka", "kafkajs", "java"])
+def test_members_join_leave_and_crash(
+    broker: BrokerProcess, members: list[Member], client: str, member_command: tuple[str, ...]
+) -> None:
     topic, group = f"rebalanced-{client}", f"rebalancers-{client}"
     create(broker.bootstrap, topic, 6)
 
     def member() -> Member:
-        return Member(broker.bootstrap, topic, group, "--client", client)
+        return Member(broker.bootstrap, topic, group, command=member_command)
 
     members.append(member())
     wait_for_split(members, 6, "the first member owning everything")
     members.append(member())
     wait_for_split(members, 6, "two members sharing")
-    assert {len(m.assigned) for m in members} == {3}, "range splits 6 partitions 3 and 3"
+    assert {len(m.assigned) for m in members} == {3}, "range (kafkajs: round robin) splits 6 partitions 3 and 3"
 
     crashed = members.pop()
     crashed.crash()  # no LeaveGroup: the coordinator finds out when its session times out
@@ -306,7 +337,7 @@ def test_groups_cli_lists_describes_resets_and_deletes(broker: BrokerProcess) ->
             message = consumer.poll(0.5)
             if message is not None and message.error() is None:
                 consumed += 1
-                consumer.commit(message, asynchronous=False)
+                consumer.commit(message=message, asynchronous=False)
         listed = groups_cli(broker, "list")
         assert listed.returncode == 0 and group in listed.stdout and "Stable" in listed.stdout
         refused = groups_cli(broker, "reset-offsets", group, "--topic", topic, "--to-earliest", "--execute")
