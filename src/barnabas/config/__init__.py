@@ -1,6 +1,7 @@
 """Configuration with Kafka's property names: broker settings and topic settings."""
 
 from .broker import BROKER_CONFIGS, BrokerConfig, Listener, hostname_ordinal, load_broker_config
+from .cleaner import cleaner_config_for
 from .definitions import ConfigDef, ConfigError, ConfigSource, ConfigType
 from .topic import (
     TOPIC_CONFIGS,
@@ -20,6 +21,7 @@ __all__ = [
     "ConfigType",
     "Listener",
     "ResolvedValue",
+    "cleaner_config_for",
     "hostname_ordinal",
     "load_broker_config",
     "log_config_for",

@@ -3,13 +3,21 @@
 Kafka's storage vocabulary, one concept per module (STYLE.md §4): ``segment`` (LogSegment),
 ``offset_index`` / ``time_index``, ``producer_state`` (ProducerStateManager), ``leader_epoch``
 (LeaderEpochFileCache), ``checkpoint``, ``recovery`` (LogLoader), ``retention``, ``log``
-(UnifiedLog) and ``log_manager`` (LogManager).
+(UnifiedLog), ``log_manager`` (LogManager), and the log cleaner: ``cleaner_manager``
+(LogCleanerManager), ``cleaner`` (Cleaner), ``offset_map`` (OffsetMap), ``record_filter``
+(the cleaner's MemoryRecords.filterTo) and ``cleaner_config`` (CleanerConfig).
 
 Nothing here touches the network or asyncio, reads a clock or takes a lock: the broker calls from
-one event loop thread and passes ``now_ms``. Batches stay opaque bytes; only v2 headers are read.
+one event loop thread and passes ``now_ms``. Batches stay opaque bytes; only v2 headers are read,
+except by the cleaner and by the keyless-record check of compacted topics. The one piece meant for
+another thread is a cleaning pass (``LogManager.cleaner.clean(job)``), which shares nothing with
+the logs but the job it was given.
 """
 
-from .checkpoint import EpochEntry
+from .checkpoint import CLEANER_OFFSET_CHECKPOINT, EpochEntry
+from .cleaner import CleaningAbortedError, CleaningJob, CleaningResult
+from .cleaner_config import CleanerConfig
+from .cleaner_manager import CleanerManager
 from .config import LogConfig
 from .errors import (
     CorruptCheckpointError,
@@ -48,9 +56,15 @@ from .producer_state import ProducerStateManager
 from .segment import LogSegment
 
 __all__ = [
+    "CLEANER_OFFSET_CHECKPOINT",
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
     "AppendResult",
+    "CleanerConfig",
+    "CleanerManager",
+    "CleaningAbortedError",
+    "CleaningJob",
+    "CleaningResult",
     "CorruptCheckpointError",
     "CorruptIndexError",
     "CorruptRecordError",

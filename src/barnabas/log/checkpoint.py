@@ -3,10 +3,11 @@
 Rules this module keeps (CheckpointFile, OffsetCheckpointFile, LeaderEpochCheckpointFile):
 
 - The layout is byte-compatible with Kafka, so Kafka's tools read ours and we read theirs:
-  ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
-  ``replication-offset-checkpoint`` (high watermarks; one each per log dir, entries
-  ``topic partition offset``) and ``leader-epoch-checkpoint`` (one per partition,
-  entries ``epoch start_offset``), all at version 0.
+  ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+  ``replication-offset-checkpoint`` (high watermarks) and ``cleaner-offset-checkpoint`` (the
+  log cleaner's first dirty offsets; one each per log dir, entries ``topic partition offset``)
+  and ``leader-epoch-checkpoint`` (one per partition, entries ``epoch start_offset``), all at
+  version 0.
 - Writes replace the file atomically (tmp, fsync, rename, fsync dir): a crash never leaves a
   half-written checkpoint.
 - A missing file reads as no entries; a malformed one raises :class:`CorruptCheckpointError` and
@@ -23,6 +24,7 @@ from .errors import CorruptCheckpointError
 from .files import TopicPartition, write_atomically
 
 __all__ = [
+    "CLEANER_OFFSET_CHECKPOINT",
     "LEADER_EPOCH_CHECKPOINT",
     "LOG_START_OFFSET_CHECKPOINT",
     "RECOVERY_POINT_CHECKPOINT",
@@ -38,6 +40,8 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 #: High watermarks, written by Kafka's ReplicaManager (checkpointHighWatermarks).
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+#: Per log dir: where each compacted log's dirty section starts (Kafka's LogCleanerManager).
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 
 _VERSION = 0
 

@@ -11,6 +11,8 @@ Rules this module keeps:
   with the internal ``internal.segment.bytes``.
 - Keys the log does not own (``compression.type``, ``min.insync.replicas`` ...) are ignored here;
   the broker's config layer validates the full topic config.
+- Compaction settings keep Kafka's rule that ``min.compaction.lag.ms`` may not exceed
+  ``max.compaction.lag.ms`` (LogConfig.validateValues).
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ class LogConfig:
     file_delete_delay_ms: int = 60000
     cleanup_policy: str = "delete"
     producer_id_expiration_ms: int = _DAY_MS
+    delete_retention_ms: int = _DAY_MS
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = _INT64_MAX
+    min_cleanable_dirty_ratio: float = 0.5
 
     def __post_init__(self) -> None:
         _check(self.segment_bytes, "segment.bytes", 61, _INT32_MAX)
@@ -63,6 +69,16 @@ class LogConfig:
         _check(self.flush_ms, "flush.ms", 0, _INT64_MAX)
         _check(self.file_delete_delay_ms, "file.delete.delay.ms", 0, _INT64_MAX)
         _check(self.producer_id_expiration_ms, "producer.id.expiration.ms", 1, _INT64_MAX)
+        _check(self.delete_retention_ms, "delete.retention.ms", 0, _INT64_MAX)
+        _check(self.min_compaction_lag_ms, "min.compaction.lag.ms", 0, _INT64_MAX)
+        _check(self.max_compaction_lag_ms, "max.compaction.lag.ms", 1, _INT64_MAX)
+        if not 0 <= self.min_cleanable_dirty_ratio <= 1:
+            raise ValueError(f"min.cleanable.dirty.ratio={self.min_cleanable_dirty_ratio} is out of range [0, 1]")
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise ValueError(
+                f"conflict topic config setting min.compaction.lag.ms ({self.min_compaction_lag_ms}) > "
+                f"max.compaction.lag.ms ({self.max_compaction_lag_ms})"
+            )
         if self.message_timestamp_type not in _TIMESTAMP_TYPES:
             raise ValueError(
                 f"message.timestamp.type must be one of {', '.join(_TIMESTAMP_TYPES)}, "
@@ -78,6 +94,11 @@ class LogConfig:
     def delete_enabled(self) -> bool:
         """True when retention by time and size applies (``delete`` in cleanup.policy)."""
         return "delete" in (p.strip() for p in self.cleanup_policy.split(","))
+
+    @property
+    def compact(self) -> bool:
+        """True when the log cleaner compacts this log (``compact`` in cleanup.policy)."""
+        return "compact" in (p.strip() for p in self.cleanup_policy.split(","))
 
     @property
     def log_append_time(self) -> bool:
@@ -124,6 +145,16 @@ def _parse_int(key: str, raw: str) -> int:
         raise ValueError(f"{key} must be an integer, not {raw!r}") from None
 
 
+def _parse_ratio(key: str, raw: str) -> float:
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ValueError(f"{key} must be a number, not {raw!r}") from None
+    if not 0 <= value <= 1:
+        raise ValueError(f"{key}={value} is out of range [0, 1]")
+    return value
+
+
 def _parse_timestamp_type(key: str, raw: str) -> str:
     value = raw.strip()
     if value not in _TIMESTAMP_TYPES:
@@ -138,7 +169,7 @@ def _parse_cleanup_policy(key: str, raw: str) -> str:
     return ",".join(dict.fromkeys(policies))
 
 
-_Parse = Callable[[str, str], int | str]
+_Parse = Callable[[str, str], int | float | str]
 
 #: Topic property -> (field, parser, minimum, maximum), bounds as in Kafka 4's LogConfig.
 _PROPERTIES: dict[str, tuple[str, _Parse, int, int]] = {
@@ -156,4 +187,8 @@ _PROPERTIES: dict[str, tuple[str, _Parse, int, int]] = {
     "flush.ms": ("flush_ms", _parse_int, 0, _INT64_MAX),
     "file.delete.delay.ms": ("file_delete_delay_ms", _parse_int, 0, _INT64_MAX),
     "cleanup.policy": ("cleanup_policy", _parse_cleanup_policy, 0, 0),
+    "delete.retention.ms": ("delete_retention_ms", _parse_int, 0, _INT64_MAX),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", _parse_int, 0, _INT64_MAX),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", _parse_int, 1, _INT64_MAX),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _parse_ratio, 0, 0),
 }

@@ -105,17 +105,18 @@ class InvalidTxnStateError(LogError):
 
 
 class UnexpectedAppendOffsetError(LogError):
-    """A follower's records do not continue the log (Kafka's UnexpectedAppendOffsetException).
+    """A follower's records go back into the log (Kafka's UnexpectedAppendOffsetException).
 
-    The first batch not already in the log must start at the log end offset, and each later one
-    where the previous one ended. Nothing was appended. ``first_offset`` and ``last_offset`` are
-    the offending batch's, so the caller can tell Kafka's recoverable case (an empty log and a
-    batch straddling its start: restart the log at ``first_offset``) from a divergence.
+    The first batch not already in the log must start at or after the log end offset, and each
+    later one at or after where the previous one ended; gaps are fine (a compacted leader has
+    them). Nothing was appended. ``first_offset`` and ``last_offset`` are the offending batch's,
+    so the caller can tell Kafka's recoverable case (an empty log and a batch straddling its
+    start: restart the log at ``first_offset``) from a divergence.
     """
 
     def __init__(self, expected_offset: int, first_offset: int, last_offset: int) -> None:
         super().__init__(
-            f"follower append expected a batch starting at offset {expected_offset}, "
+            f"follower append expected a batch starting at or after offset {expected_offset}, "
             f"got one spanning [{first_offset}, {last_offset}]"
         )
         self.expected_offset = expected_offset

@@ -43,8 +43,9 @@ TIME_INDEX_SUFFIX = ".timeindex"
 SNAPSHOT_SUFFIX = ".snapshot"
 #: Segment files renamed for deletion after ``file.delete.delay.ms``.
 DELETED_SUFFIX = ".deleted"
-#: Left behind by a log cleaner (compaction) that did not finish; we have no cleaner yet.
+#: A segment the cleaner is writing; a crash leaves it unfinished, so recovery deletes it.
 CLEANED_SUFFIX = ".cleaned"
+#: A finished cleaned segment being swapped in; recovery completes the swap.
 SWAP_SUFFIX = ".swap"
 TMP_SUFFIX = ".tmp"
 #: A partition dir renamed for deletion: ``<topic>-<partition>.<uuid hex>-delete``.

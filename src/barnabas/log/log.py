@@ -9,6 +9,16 @@ Rules this module keeps:
   (re-CRCed by ``set_log_append_time``) are patched in place. Nothing is decompressed. A
   follower's batches (:meth:`PartitionLog.append_as_follower`) carry the leader's offsets and
   epochs and are written unchanged, after every one of them passed its CRC and offset checks.
+  Only a compacted topic looks inside a client's batch: Kafka refuses keyless records there.
+- Follower offsets must increase, not continue the log exactly: a compacted leader's log has
+  gaps where the cleaner removed whole batches (Kafka's UnifiedLog only rejects going back).
+  Reads of an offset inside a gap return the next batch.
+- Compaction (``cleaner``) rewrites closed segments elsewhere; :meth:`PartitionLog.replace_segments`
+  swaps the result in with Kafka's ``.cleaned`` -> ``.swap`` -> final renames. Every change to the
+  segment list other than appending bumps :attr:`PartitionLog.structure_version`, so a cleaning
+  pass planned against an older list is discarded instead of swapped in; retention deletes nothing
+  while a pass is in progress (:attr:`PartitionLog.cleaning`), as Kafka's cleaner owns retention of
+  the logs it cleans.
 - A reader never sees half a batch: the log end offset moves after the segment's readable size,
   which moves after the whole write. Reads return whole batches only, never span two segments,
   and stop below ``max_offset`` (the high watermark for consumers).
@@ -29,7 +39,7 @@ import os
 import shutil
 import uuid
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -43,6 +53,7 @@ from barnabas.protocol import (
     iter_batch_headers,
     parse_batch_header,
     patch_batch,
+    scan_record_keys,
     set_log_append_time,
     validate_batch,
     validate_produce_records,
@@ -60,7 +71,7 @@ from .errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from .files import DELETE_DIR_SUFFIX, fsync_dir
+from .files import CLEANED_SUFFIX, DELETE_DIR_SUFFIX, SWAP_SUFFIX, fsync_dir
 from .leader_epoch import LeaderEpochCache
 from .partition_metadata import read_topic_id, write_topic_id
 from .producer_state import ProducerStateManager
@@ -203,6 +214,12 @@ class PartitionLog:
         self._last_flush_ms = now_ms
         self._pending_deletions: list[tuple[int, list[Path]]] = []
         self._closed = False
+        self._structure_version = 0
+        #: Set by the cleaner while a pass over this log is in progress: retention waits.
+        self.cleaning = False
+        #: The lowest active-segment base a truncation left since the cleaner last looked (its
+        #: checkpoint may not stay above it: Kafka's maybeTruncateCheckpoint); None if none.
+        self.truncated_below: int | None = None
         #: True for a single replica: leader appends move the high watermark to the log end offset.
         self.hw_follows_log_end = hw_follows_log_end
         #: What recovery found, for logging and tests.
@@ -332,6 +349,11 @@ class PartitionLog:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def structure_version(self) -> int:
+        """Bumped by every change to the segment list other than an append or a roll."""
+        return self._structure_version
 
     def update_config(self, config: LogConfig) -> None:
         """Apply a topic config change; index sizes apply to segments created from now on."""
@@ -464,8 +486,8 @@ class PartitionLog:
     def _check_follower_batches(
         self, records: bytes | bytearray | memoryview
     ) -> tuple[list[tuple[int, RecordBatchHeader]], int]:
-        # Offsets must continue the log exactly: barnabas has no compaction, so a gap means the
-        # follower diverged from its leader (Kafka only rejects going backwards).
+        # Offsets must increase but may skip: a compacted leader's log has gaps where whole
+        # batches were cleaned away. Going back (or overlapping) is refused, as UnifiedLog does.
         expected = self._log_end_offset
         accepted: list[tuple[int, RecordBatchHeader]] = []
         skipped = 0
@@ -473,8 +495,8 @@ class PartitionLog:
             if not accepted and header.last_offset < expected:
                 skipped += 1
                 continue
-            validate_batch(records, position)
-            if header.base_offset != expected:
+            validate_batch(records, position, from_client=False)
+            if header.base_offset < expected:
                 raise UnexpectedAppendOffsetError(expected, header.base_offset, header.last_offset)
             accepted.append((position, header))
             expected = header.next_offset
@@ -515,7 +537,30 @@ class PartitionLog:
             raise InvalidTxnStateError("transactional batches are not supported (no transaction coordinator)")
         if header.size > self._config.segment_bytes:
             raise RecordBatchTooLargeError(header.size, self._config.segment_bytes)
+        if self._config.compact:
+            self._check_keys(records)
         return header
+
+    def _check_keys(self, records: bytearray | memoryview) -> None:
+        """LogValidator.validateKey: a compacted topic refuses records without a key.
+
+        The only place a produced batch is decoded, and only for compacted topics. The message
+        and the per-record errors are Kafka's (RecordValidationException), so Produce v8+
+        clients see the same text.
+        """
+        tp = self.directory.name
+        errors: list[tuple[int, str | None]] = [
+            (index, f"Compacted topic cannot accept message without key in topic partition {tp}")
+            for index, record in enumerate(scan_record_keys(records, verify_crc=False))
+            if record.key is None
+        ]
+        if errors:
+            shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+            raise InvalidRecordError(
+                f"One or more records have been rejected due to {len(errors)} record errors in total, "
+                f"and only showing the first three errors at most: [{shown}]",
+                errors,
+            )
 
     def _maybe_roll(self, header: RecordBatchHeader, now_ms: int) -> None:
         active = self.active_segment
@@ -689,7 +734,7 @@ class PartitionLog:
             log_end_offset=self._log_end_offset,
             now_ms=now_ms,
         )
-        if plan.deletions:
+        if plan.deletions and not self.cleaning:
             if plan.roll_first:
                 self.roll(now_ms)
                 result.rolled = True
@@ -708,6 +753,7 @@ class PartitionLog:
         return result
 
     def _delete_segments(self, base_offsets: list[int], now_ms: int) -> None:
+        self._structure_version += 1
         doomed = set(base_offsets)
         keep = []
         for segment in self._segments:
@@ -757,6 +803,7 @@ class PartitionLog:
             raise ValueError(f"cannot truncate to a negative offset {offset}")
         if offset >= self._log_end_offset:
             return False
+        self._structure_version += 1
         end = self._batch_boundary_at_or_below(offset)
         if offset < self._log_start_offset or end < self._log_start_offset:
             self.truncate_fully_and_start_at(min(offset, self._log_start_offset), now_ms)
@@ -767,6 +814,7 @@ class PartitionLog:
         self._segments = keep
         self._bases = [s.base_offset for s in keep]
         self.active_segment.truncate_to(end)
+        self._note_truncation()
         self._log_end_offset = end
         self._recovery_point = min(self._recovery_point, end)
         self._high_watermark = min(self._high_watermark, end)
@@ -776,6 +824,55 @@ class PartitionLog:
         rebuild_producer_state(self._producers, self._segments, start, end)
         logger.info("truncated log %s to offset %d (asked for %d)", self.directory, end, offset)
         return True
+
+    def _note_truncation(self) -> None:
+        base = self.active_segment.base_offset
+        self.truncated_below = base if self.truncated_below is None else min(self.truncated_below, base)
+
+    # --- compaction --------------------------------------------------------------------------
+
+    def replace_segments(
+        self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment], now_ms: int
+    ) -> None:
+        """Swap cleaned segments in for the ones they were cleaned from (Kafka's LocalLog.replaceSegments).
+
+        Crash safety comes from the order of renames, as in Kafka: every new segment goes from
+        ``.cleaned`` to ``.swap`` (a ``.log.swap`` is a finished segment that recovery completes
+        the swap with), the old segments are renamed ``.deleted`` (removed after
+        ``file.delete.delay.ms``), then the new ones lose their suffix. Readers never see a
+        mix: the segment list changes in one step, on the caller's thread, between reads.
+
+        Args:
+            new_segments: cleaned segments, ``.cleaned`` files, flushed, in offset order; each
+                replaces the old segments from its base offset to the next new one's.
+            old_segments: the segments being replaced, all currently in the log and not active.
+            now_ms: when the old files were scheduled for deletion.
+
+        Raises:
+            ValueError: the old segments are not consecutive closed segments of this log.
+        """
+        self._check_open()
+        doomed = {id(s) for s in old_segments}
+        positions = [i for i, s in enumerate(self._segments[:-1]) if id(s) in doomed]
+        if (
+            not new_segments
+            or not positions
+            or len(positions) != len(doomed)
+            or positions[-1] - positions[0] + 1 != len(positions)
+        ):
+            raise ValueError("cleaned segments must replace consecutive closed segments of this log")
+        self._structure_version += 1
+        for segment in reversed(new_segments):
+            segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+        fsync_dir(self.directory)
+        self._segments[positions[0] : positions[-1] + 1] = sorted(new_segments, key=lambda s: s.base_offset)
+        self._bases = [s.base_offset for s in self._segments]
+        for segment in old_segments:
+            renamed = segment.mark_deleted()
+            self._pending_deletions.append((now_ms + self._config.file_delete_delay_ms, renamed))
+        for segment in new_segments:
+            segment.change_file_suffixes(SWAP_SUFFIX, "")
+        fsync_dir(self.directory)
 
     def _batch_boundary_at_or_below(self, offset: int) -> int:
         found = self._segments[self._floor_segment(offset)].translate_offset(offset)
@@ -795,6 +892,7 @@ class PartitionLog:
         self._check_open()
         if offset < 0:
             raise ValueError(f"cannot start a log at a negative offset {offset}")
+        self._structure_version += 1
         for segment in self._segments:
             segment.delete()
         segment = LogSegment.create(
@@ -808,6 +906,7 @@ class PartitionLog:
         self._bases = [offset]
         fsync_dir(self.directory)
         self._log_start_offset = self._log_end_offset = self._recovery_point = self._high_watermark = offset
+        self._note_truncation()
         self._epochs.clear()
         self._producers.truncate_fully(offset)
         self._producers.delete_snapshots_after(-1)
@@ -819,6 +918,7 @@ class PartitionLog:
         """Flush, write a producer snapshot at the log end and release every file (clean shutdown)."""
         if self._closed:
             return
+        self._structure_version += 1
         self.flush()
         self._producers.update_map_end_offset(self._log_end_offset)
         self._producers.take_snapshot()
@@ -833,6 +933,7 @@ class PartitionLog:
         As Kafka does, the dir is first renamed ``<name>.<uuid hex>-delete``: a crash midway
         leaves a name that loading removes rather than a half-deleted partition.
         """
+        self._structure_version += 1
         for segment in self._segments:
             segment.close()
         self._closed = True

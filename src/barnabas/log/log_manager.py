@@ -19,6 +19,10 @@ Rules this module keeps:
   :meth:`LogManager.checkpoint_high_watermarks`, every ``high_watermark_checkpoint_interval_ms``
   (replica.high.watermark.checkpoint.interval.ms) from :meth:`LogManager.maintain`, and at close;
   at load each log gets its entry as :attr:`PartitionLog.checkpointed_high_watermark`.
+- The log cleaner's state (``cleaner-offset-checkpoint`` per dir, the pass in progress) lives in
+  :attr:`LogManager.cleaner`. The manager plans a pass (:meth:`LogManager.begin_cleaning`) and
+  swaps it in on the caller's thread; only ``cleaner.clean(job)`` may run on another thread, and
+  the caller must let a pass in flight finish (or abort) before :meth:`LogManager.close`.
 - No clock is read: callers pass ``now_ms``.
 """
 
@@ -38,6 +42,9 @@ from .checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
 )
+from .cleaner import CleaningJob
+from .cleaner_config import CleanerConfig
+from .cleaner_manager import CleanerManager
 from .config import LogConfig
 from .errors import (
     CorruptCheckpointError,
@@ -83,6 +90,7 @@ class LogManager:
         *,
         checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS,
         high_watermark_checkpoint_interval_ms: int = DEFAULT_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS,
+        cleaner_config: CleanerConfig | None = None,
     ) -> None:
         """Create, lock and identify every log dir.
 
@@ -106,6 +114,8 @@ class LogManager:
         self._last_checkpoint_ms: int | None = None
         self._last_hw_checkpoint_ms: int | None = None
         self._closed = False
+        #: The log cleaner: which compacted log to clean next, its checkpoints, the pass in flight.
+        self.cleaner = CleanerManager(cleaner_config or CleanerConfig())
         try:
             for log_dir in self.log_dirs:
                 log_dir.mkdir(parents=True, exist_ok=True)
@@ -222,6 +232,7 @@ class LogManager:
                     high_watermark=high_watermarks.get(tp),
                 )
                 self._logs[tp] = (log_dir, log)
+                self.cleaner.reopened(tp)
                 loaded.append(tp)
         self._last_checkpoint_ms = self._last_hw_checkpoint_ms = now_ms
         return sorted(loaded)
@@ -280,10 +291,12 @@ class LogManager:
     def delete_topic_partition(self, topic: str, partition: int) -> bool:
         """Delete a partition's log and directory; return whether it existed."""
         self._check_open()
-        entry = self._logs.pop(TopicPartition(topic, partition), None)
+        tp = TopicPartition(topic, partition)
+        entry = self._logs.pop(tp, None)
         if entry is None:
             return False
         entry[1].delete()
+        self.cleaner.forget(entry[0], tp)
         return True
 
     def update_config(self, topic: str, config: LogConfig) -> None:
@@ -314,6 +327,20 @@ class LogManager:
             self._last_hw_checkpoint_ms = now_ms
         return results
 
+    def begin_cleaning(self, now_ms: int) -> CleaningJob | None:
+        """Plan a cleaning pass over the filthiest compacted log, or None (see :class:`CleanerManager`).
+
+        Run the pass with ``cleaner.clean(job)`` (on any thread), then ``cleaner.finish(result,
+        now_ms)`` or ``cleaner.abandon(job, error)`` on this one.
+        """
+        self._check_open()
+        return self.cleaner.begin(self._logs, now_ms)
+
+    def clean_once(self, now_ms: int) -> bool:
+        """Plan, run and swap in one cleaning pass on this thread; return whether a log was cleaned."""
+        self._check_open()
+        return self.cleaner.clean_once(self._logs, now_ms)
+
     def checkpoint(self) -> None:
         """Write every log dir's recovery-point and log-start-offset checkpoints."""
         for log_dir in self.log_dirs:
@@ -339,6 +366,7 @@ class LogManager:
         """
         if self._closed:
             return
+        self.cleaner.stopping = True
         failed: set[Path] = set()
         try:
             for tp, (log_dir, log) in sorted(self._logs.items()):

@@ -2,8 +2,12 @@
 
 Rules this module keeps:
 
-- Leftovers of interrupted work go first: ``*.deleted``, ``*.cleaned``, ``*.swap`` and ``*.tmp``
-  files, and index files whose ``.log`` is gone.
+- An interrupted cleaner swap is completed first, as Kafka's LogLoader does: a ``.log.swap`` is a
+  whole cleaned segment (it was flushed before the rename), so every ``.log``/``.index``/
+  ``.timeindex`` whose offset lies in the range the swap segments cover is a replaced original
+  and is deleted, and the ``.swap`` files lose their suffix.
+- Then leftovers of interrupted work go: ``*.deleted``, ``*.cleaned``, other ``*.swap`` and
+  ``*.tmp`` files, and index files whose ``.log`` is gone.
 - Segments below the recovery point were fsynced before it was recorded; they are opened with a
   sanity check of their indexes only, and a missing or corrupt index is rebuilt from the segment.
 - Every segment that may hold data above the recovery point, and always the active (last) one, is
@@ -23,6 +27,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from .checkpoint import LEADER_EPOCH_CHECKPOINT, EpochEntry
 from .config import LogConfig
@@ -37,17 +42,23 @@ from .files import (
     TMP_SUFFIX,
     fsync_dir,
     offset_from_file_name,
+    offset_path,
 )
 from .leader_epoch import LeaderEpochCache
 from .producer_state import ProducerStateManager
 from .segment import LogSegment
 
-__all__ = ["LoadedLog", "load_log", "rebuild_producer_state", "remove_stray_files"]
+__all__ = ["LoadedLog", "complete_interrupted_swaps", "load_log", "rebuild_producer_state", "remove_stray_files"]
 
 logger = logging.getLogger(__name__)
 
 #: Header scans during a producer-state replay read this much at once.
 _REPLAY_CHUNK = 256 * 1024
+
+
+class _Sizes(TypedDict):
+    index_interval_bytes: int
+    max_index_bytes: int
 
 
 @dataclass
@@ -82,6 +93,49 @@ def remove_stray_files(directory: Path) -> list[Path]:
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
+
+
+def complete_interrupted_swaps(directory: Path, config: LogConfig, now_ms: int) -> list[int]:
+    """Finish cleaner swaps a crash interrupted; return the base offsets swapped in.
+
+    Kafka's LogLoader: the swap segments cover [lowest base, highest next offset); every
+    original segment file with an offset in that range was replaced and goes, then each
+    ``.swap`` file is renamed to its final name.
+    """
+    swap_log_suffix = LOG_SUFFIX + SWAP_SUFFIX
+    bases = sorted(
+        base for path in directory.glob("*" + swap_log_suffix) if (base := offset_from_file_name(path.name)) is not None
+    )
+    if not bases:
+        return []
+    low, high = min(bases), -1
+    for base in bases:
+        segment = LogSegment.open_for_recovery(
+            directory,
+            base,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_bytes=config.segment_index_bytes,
+            now_ms=now_ms,
+            file_suffix=SWAP_SUFFIX,
+        )
+        try:
+            high = max(high, segment.read_next_offset())
+        finally:
+            segment.close()
+    for path in list(directory.iterdir()):
+        offset = offset_from_file_name(path.name)
+        replaced = path.name.endswith((LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX))
+        if offset is not None and replaced and low <= offset < high:
+            logger.info("deleting %s: a cleaned segment replaced it before a crash", path)
+            path.unlink()
+    for base in bases:
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+            swap = offset_path(directory, base, suffix + SWAP_SUFFIX)
+            if swap.exists():
+                swap.replace(offset_path(directory, base, suffix))
+        logger.info("completed the interrupted swap of cleaned segment %d in %s", base, directory)
+    fsync_dir(directory)
+    return bases
 
 
 def rebuild_producer_state(
@@ -132,6 +186,7 @@ def load_log(
         log_start_offset: the checkpointed log start offset, if any.
     """
     directory.mkdir(parents=True, exist_ok=True)
+    complete_interrupted_swaps(directory, config, now_ms)
     removed = remove_stray_files(directory)
     epochs, epochs_trusted = _load_epochs(directory)
 
@@ -140,10 +195,7 @@ def load_log(
         for path in directory.glob("*" + LOG_SUFFIX)
         if (base := offset_from_file_name(path.name)) is not None and path.name.endswith(LOG_SUFFIX)
     )
-    sizes = {
-        "index_interval_bytes": config.index_interval_bytes,
-        "max_index_bytes": config.segment_index_bytes,
-    }
+    sizes = _Sizes(index_interval_bytes=config.index_interval_bytes, max_index_bytes=config.segment_index_bytes)
     loaded = LoadedLog(
         segments=[],
         log_start_offset=0,

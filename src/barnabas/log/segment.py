@@ -15,6 +15,9 @@ Rules this module keeps:
   maxTimestamp when there is one, else at the segment's creation time (``now_ms`` passed in).
 - The segment knows nothing of producers or epochs; recovery reports each valid header to a
   callback instead.
+- A segment the cleaner writes is created with a file suffix (``.cleaned``) on all three files and
+  renamed through ``.swap`` to its final names (LogSegment.changeFileSuffixes); recovery accepts
+  batches with gaps between them and batches that compaction emptied.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ class LogSegment:
         time_index: TimeIndex,
         index_interval_bytes: int,
         created_ms: int,
+        file_suffix: str = "",
     ) -> None:
         self.base_offset = base_offset
         self.directory = directory
@@ -81,7 +85,7 @@ class LogSegment:
         self.time_index = time_index
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
-        self._path = offset_path(directory, base_offset, LOG_SUFFIX)
+        self._path = offset_path(directory, base_offset, LOG_SUFFIX + file_suffix)
         self._fd: int | None = fd
         self._size = size
         self._bytes_since_last_index_entry = 0
@@ -101,16 +105,17 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         now_ms: int,
+        file_suffix: str = "",
     ) -> LogSegment:
-        """A new empty segment; fails if a ``.log`` for this base offset already exists."""
-        path = offset_path(directory, base_offset, LOG_SUFFIX)
+        """A new empty segment; fails if a ``.log`` (plus ``file_suffix``) for this base offset already exists."""
+        path = offset_path(directory, base_offset, LOG_SUFFIX + file_suffix)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
         try:
             offset_index = OffsetIndex.create(
-                offset_path(directory, base_offset, INDEX_SUFFIX), base_offset, max_index_bytes
+                offset_path(directory, base_offset, INDEX_SUFFIX + file_suffix), base_offset, max_index_bytes
             )
             time_index = TimeIndex.create(
-                offset_path(directory, base_offset, TIME_INDEX_SUFFIX), base_offset, max_index_bytes
+                offset_path(directory, base_offset, TIME_INDEX_SUFFIX + file_suffix), base_offset, max_index_bytes
             )
         except BaseException:
             os.close(fd)
@@ -124,6 +129,7 @@ class LogSegment:
             time_index=time_index,
             index_interval_bytes=index_interval_bytes,
             created_ms=now_ms,
+            file_suffix=file_suffix,
         )
 
     @classmethod
@@ -175,13 +181,18 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         now_ms: int,
+        file_suffix: str = "",
     ) -> LogSegment:
         """Open an existing segment without reading its indexes; call :meth:`recover` next."""
-        path = offset_path(directory, base_offset, LOG_SUFFIX)
+        path = offset_path(directory, base_offset, LOG_SUFFIX + file_suffix)
         fd = os.open(path, os.O_RDWR | os.O_APPEND)
         size = os.fstat(fd).st_size
-        offset_index = OffsetIndex(offset_path(directory, base_offset, INDEX_SUFFIX), base_offset, max_index_bytes)
-        time_index = TimeIndex(offset_path(directory, base_offset, TIME_INDEX_SUFFIX), base_offset, max_index_bytes)
+        offset_index = OffsetIndex(
+            offset_path(directory, base_offset, INDEX_SUFFIX + file_suffix), base_offset, max_index_bytes
+        )
+        time_index = TimeIndex(
+            offset_path(directory, base_offset, TIME_INDEX_SUFFIX + file_suffix), base_offset, max_index_bytes
+        )
         return cls(
             directory=directory,
             base_offset=base_offset,
@@ -191,6 +202,7 @@ class LogSegment:
             time_index=time_index,
             index_interval_bytes=index_interval_bytes,
             created_ms=now_ms,
+            file_suffix=file_suffix,
         )
 
     @property
@@ -243,6 +255,29 @@ class LogSegment:
         self._path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename the indexes, then the ``.log``, from ``old_suffix`` to ``new_suffix`` (changeFileSuffixes).
+
+        The ``.log`` goes last: recovery treats a ``.log.swap`` as the commit of a cleaned
+        segment, so its indexes must already carry the suffix. Descriptors stay valid across a
+        rename; the caller fsyncs the directory.
+        """
+        for index in (self.offset_index, self.time_index):
+            name = index.path.name
+            if old_suffix and not name.endswith(old_suffix):
+                raise ValueError(f"{index.path} does not end with {old_suffix!r}")
+            index.rename(index.path.with_name(name[: len(name) - len(old_suffix)] + new_suffix))
+        name = self._path.name
+        if old_suffix and not name.endswith(old_suffix):
+            raise ValueError(f"{self._path} does not end with {old_suffix!r}")
+        target = self._path.with_name(name[: len(name) - len(old_suffix)] + new_suffix)
+        os.replace(self._path, target)
+        self._path = target
+
+    def set_last_modified(self, ms: int) -> None:
+        """Give the ``.log`` file this modification time (a cleaned segment keeps its source's)."""
+        os.utime(self._path, ns=(ms * 1_000_000, ms * 1_000_000))
 
     def mark_deleted(self) -> list[Path]:
         """Close and rename every file to ``*.deleted`` (Kafka's delayed delete); return the new paths."""
@@ -471,7 +506,7 @@ class LogSegment:
                 buffer = os.pread(fd, max(header.size, min(_RECOVERY_CHUNK, file_size - valid)), valid)
                 buffer_start, offset = valid, 0
             try:
-                validate_batch(buffer, offset)
+                validate_batch(buffer, offset, from_client=False)
             except (CorruptRecordError, InvalidRecordError) as exc:
                 logger.warning("segment %s: invalid batch at byte %d: %s", self._path, valid, exc)
                 break

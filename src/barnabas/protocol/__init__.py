@@ -29,6 +29,7 @@ from ._metadata_response import MetadataBroker, MetadataPartition, MetadataTopic
 from ._produce_response import ProducePartitionResult, encode_produce_response
 from ._record_batch import (
     BATCH_HEADER_SIZE,
+    DELETE_HORIZON_FLAG,
     LOG_OVERHEAD,
     RecordBatchHeader,
     batch_crc,
@@ -39,12 +40,24 @@ from ._record_batch import (
     validate_batch,
     validate_produce_records,
 )
-from ._records import Compression, NewRecord, Record, RecordHeader, build_record_batch, decode_batch_records
+from ._records import (
+    Compression,
+    NewRecord,
+    Record,
+    RecordHeader,
+    RecordKey,
+    build_empty_batch,
+    build_record_batch,
+    decode_batch_records,
+    rebuild_batch,
+    scan_record_keys,
+)
 from ._requests import Request, RequestHeader, decode_request, peek_header, request_schema
 from ._responses import encode_api_versions_error, encode_response, frame_with_header
 
 __all__ = [
     "BATCH_HEADER_SIZE",
+    "DELETE_HORIZON_FLAG",
     "LOG_OVERHEAD",
     "NEED_DATA",
     "Compression",
@@ -66,11 +79,13 @@ __all__ = [
     "Record",
     "RecordBatchHeader",
     "RecordHeader",
+    "RecordKey",
     "RemoteProtocolError",
     "Request",
     "RequestHeader",
     "UnsupportedApiError",
     "batch_crc",
+    "build_empty_batch",
     "build_record_batch",
     "decode_batch_records",
     "decode_request",
@@ -86,10 +101,12 @@ __all__ = [
     "parse_batch_header",
     "patch_batch",
     "peek_header",
+    "rebuild_batch",
     "request_class",
     "request_schema",
     "response_class",
     "response_correlation_id",
+    "scan_record_keys",
     "set_log_append_time",
     "usable_version",
     "validate_batch",

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kio.schema.errors import ErrorCode
 
 __all__ = [
@@ -54,9 +56,17 @@ class LocalProtocolError(ProtocolError):
 
 
 class KafkaRecordError(ProtocolError):
-    """A record batch is unacceptable; ``error_code`` is what the producer is told."""
+    """A record batch is unacceptable; ``error_code`` is what the producer is told.
+
+    ``record_errors`` holds (index of the record in its batch, message) for the records at fault,
+    which Produce v8+ reports per partition (Kafka's RecordValidationException).
+    """
 
     error_code: ErrorCode = ErrorCode.unknown_server_error
+
+    def __init__(self, message: str = "", record_errors: Sequence[tuple[int, str | None]] = ()) -> None:
+        super().__init__(message)
+        self.record_errors: tuple[tuple[int, str | None], ...] = tuple(record_errors)
 
 
 class CorruptRecordError(KafkaRecordError):

@@ -10,8 +10,10 @@ Rules this module keeps:
   for v3-8, header v1 (correlation id + empty tagged fields) for flexible v9+.
 - Field presence follows ProduceResponse.json: LogAppendTimeMs v2+, LogStartOffset v5+,
   RecordErrors and ErrorMessage v8+, ThrottleTimeMs v1+ (after the topics).
-- RecordErrors is always empty and no tagged field is ever written (CurrentLeader,
-  NodeEndpoints): older librdkafka misreads tagged fields (protocol.md §5 gotcha 2).
+- RecordErrors (v8+) lists (batch index, message) of the records that failed validation, as
+  Kafka's RecordValidationException carries them; usually empty. No tagged field is ever
+  written (CurrentLeader, NodeEndpoints): older librdkafka misreads tagged fields (protocol.md
+  §5 gotcha 2).
 - v13 (topic IDs) is out of range: the broker does not advertise it.
 """
 
@@ -22,7 +24,7 @@ from collections.abc import Sequence
 from typing import Final, NamedTuple
 
 from ._errors import LocalProtocolError
-from ._wire import INT32, compact_string, legacy_nullable_string, legacy_string, uvarint
+from ._wire import INT32, compact_nullable_string, compact_string, legacy_nullable_string, legacy_string, uvarint
 
 __all__ = ["PRODUCE_RESPONSE_VERSIONS", "ProducePartitionResult", "encode_produce_response"]
 
@@ -31,7 +33,7 @@ PRODUCE_RESPONSE_VERSIONS: Final = range(3, 13)
 
 
 class ProducePartitionResult(NamedTuple):
-    """One partition's outcome, fields in wire order; ``error_message`` is carried from v8 only."""
+    """One partition's outcome, fields in wire order; ``record_errors`` and ``error_message`` from v8 only."""
 
     partition_index: int
     error_code: int
@@ -39,6 +41,8 @@ class ProducePartitionResult(NamedTuple):
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    #: (batch index, message) per rejected record (Produce v8+ RecordErrors).
+    record_errors: tuple[tuple[int, str | None], ...] = ()
 
 
 # Size placeholder + correlation id (+ empty header tagged fields when flexible).
@@ -47,13 +51,24 @@ _HEAD_V1 = struct.Struct(">iiB")  # size, correlation id, header tags
 # Per-partition fixed fields.
 _PART_V3 = struct.Struct(">ihqq")  # index, error, base offset, log append time
 _PART_V5 = struct.Struct(">ihqqq")  # + log start offset
-_PART_V8 = struct.Struct(">ihqqqi")  # + record_errors length (always 0)
-_PART_FLEX = struct.Struct(">ihqqqB")  # + compact record_errors length (always 0 -> 1)
+_PART_V8 = struct.Struct(">ihqqqi")  # + record_errors length (0 unless a record was rejected)
+_PART_FLEX = struct.Struct(">ihqqqB")  # + compact record_errors length (0 -> 1) when there are none
+_PART_FLEX_HEAD = struct.Struct(">ihqqq")  # the fixed fields before a compact record_errors length
 _NULL_MESSAGE_V8 = b"\xff\xff"
 # Flexible tail of a partition with a null error message: null string, no tagged fields.
 _FLEX_NULL_MESSAGE_TAIL = b"\x00\x00"
 _TAIL_V0 = struct.Struct(">i")  # throttle time
 _TAIL_V1 = struct.Struct(">iB")  # throttle time, body tags
+
+
+def _record_errors_flexible(errors: Sequence[tuple[int, str | None]]) -> bytes:
+    """RecordErrors as a compact array: batch index, compact nullable message, no tagged fields."""
+    out = bytearray(uvarint(len(errors) + 1))
+    for batch_index, message in errors:
+        out += INT32.pack(batch_index)
+        out += compact_nullable_string(message)
+        out += b"\x00"
+    return bytes(out)
 
 
 def encode_produce_response(
@@ -86,8 +101,12 @@ def encode_produce_response(
         for name, partitions in topics:
             out += compact_string(name)
             out += uvarint(len(partitions) + 1)
-            for index, error_code, base_offset, append_time, start_offset, message in partitions:
-                out += part_pack(index, error_code, base_offset, append_time, start_offset, 1)
+            for index, error_code, base_offset, append_time, start_offset, message, errors in partitions:
+                if errors:
+                    out += _PART_FLEX_HEAD.pack(index, error_code, base_offset, append_time, start_offset)
+                    out += _record_errors_flexible(errors)
+                else:
+                    out += part_pack(index, error_code, base_offset, append_time, start_offset, 1)
                 if message is None:
                     out += _FLEX_NULL_MESSAGE_TAIL
                 else:
@@ -101,8 +120,11 @@ def encode_produce_response(
         for name, partitions in topics:
             out += legacy_string(name)
             out += INT32.pack(len(partitions))
-            for index, error_code, base_offset, append_time, start_offset, message in partitions:
-                out += part_pack(index, error_code, base_offset, append_time, start_offset, 0)
+            for index, error_code, base_offset, append_time, start_offset, message, errors in partitions:
+                out += part_pack(index, error_code, base_offset, append_time, start_offset, len(errors))
+                for batch_index, error_message in errors:
+                    out += INT32.pack(batch_index)
+                    out += legacy_nullable_string(error_message)
                 out += _NULL_MESSAGE_V8 if message is None else legacy_nullable_string(message)
         out += _TAIL_V0.pack(throttle_time_ms)
     elif version >= 3:
@@ -112,7 +134,7 @@ def encode_produce_response(
         for name, partitions in topics:
             out += legacy_string(name)
             out += INT32.pack(len(partitions))
-            for index, error_code, base_offset, append_time, start_offset, _message in partitions:
+            for index, error_code, base_offset, append_time, start_offset, _message, _errors in partitions:
                 if with_start:
                     out += part_pack(index, error_code, base_offset, append_time, start_offset)
                 else:

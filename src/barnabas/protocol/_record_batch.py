@@ -7,6 +7,10 @@ Rules this module keeps (Kafka's DefaultRecordBatch.java is the reference):
   (bytes 12-16) are outside it, so patching them never needs a new CRC.
 - Setting LogAppendTime rewrites attributes and maxTimestamp, which are under the CRC, so that
   one path recomputes it.
+- A client's batch must hold exactly lastOffsetDelta + 1 records. Batches the log wrote itself
+  (compaction keeps a batch's offset range while dropping records, and may keep a producer's
+  last batch with none, as Kafka's MemoryRecords.filterTo does) only need a count and a delta
+  that are not negative: ``validate_batch(..., from_client=False)``, Kafka's non-CLIENT origins.
 - Every function takes a buffer and an offset; none copies the batch.
 """
 
@@ -22,6 +26,7 @@ from ._errors import CorruptRecordError, InvalidRecordError
 
 __all__ = [
     "BATCH_HEADER_SIZE",
+    "DELETE_HORIZON_FLAG",
     "LOG_OVERHEAD",
     "RecordBatchHeader",
     "batch_crc",
@@ -44,6 +49,8 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
+#: KIP-534: baseTimestamp holds the time after which the cleaner may drop the batch's tombstones.
+DELETE_HORIZON_FLAG = 0x40
 
 NO_PRODUCER_ID = -1
 
@@ -109,6 +116,11 @@ class RecordBatchHeader(NamedTuple):
         return bool(self.attributes & CONTROL_FLAG)
 
     @property
+    def delete_horizon_ms(self) -> int | None:
+        """KIP-534's delete horizon (the baseTimestamp when the flag is set), else None."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_FLAG else None
+
+    @property
     def has_producer_id(self) -> bool:
         # aiokafka sends baseSequence 0 and kafkajs epoch 0 with pid -1, so the pid alone
         # decides whether a batch is idempotent (protocol.md, RecordBatch table).
@@ -139,11 +151,19 @@ def batch_crc(buf: bytes | bytearray | memoryview, offset: int, size: int) -> in
     return int(crc32c.crc32c(view[offset + _CRC_START : offset + size]))
 
 
-def validate_batch(buf: bytes | bytearray | memoryview, offset: int = 0) -> RecordBatchHeader:
+def validate_batch(
+    buf: bytes | bytearray | memoryview, offset: int = 0, *, from_client: bool = True
+) -> RecordBatchHeader:
     """Check one batch as a leader must before appending it; return its header.
 
     Checks magic, sizes, CRC-32C and the count/delta relation. It does not check producer
     state or the baseOffset a client must send (the caller knows whether it is a leader).
+
+    Args:
+        buf: the buffer holding the batch.
+        offset: where the batch starts in ``buf``.
+        from_client: require recordsCount == lastOffsetDelta + 1 > 0 (LogValidator's CLIENT
+            rule); False for replicated or recovered batches, which compaction may have thinned.
 
     Raises:
         CorruptRecordError: bad CRC, bad magic, or the batch runs past the buffer.
@@ -158,7 +178,12 @@ def validate_batch(buf: bytes | bytearray | memoryview, offset: int = 0) -> Reco
         raise CorruptRecordError("record batch runs past the end of the records")
     if batch_crc(buf, offset, header.size) != header.crc:
         raise CorruptRecordError("record batch CRC-32C mismatch")
-    if header.records_count <= 0 or header.last_offset_delta != header.records_count - 1:
+    if not from_client:
+        if header.records_count < 0 or header.last_offset_delta < 0:
+            raise InvalidRecordError(
+                f"record count {header.records_count} or last offset delta {header.last_offset_delta} is negative"
+            )
+    elif header.records_count <= 0 or header.last_offset_delta != header.records_count - 1:
         raise InvalidRecordError(
             f"record count {header.records_count} does not match last offset delta {header.last_offset_delta}"
         )

@@ -1,9 +1,9 @@
 """RecordBatch v2 records: decode a whole batch into records, and build batches.
 
 The hot path keeps batches opaque (_record_batch.py). This module is for the few places that
-must look inside one (ListOffsets by timestamp within a batch, later compaction) and for tests
-and benchmarks that need real batches. Kafka's DefaultRecordBatch.java and DefaultRecord.java
-are the reference.
+must look inside one (ListOffsets by timestamp within a batch, compaction and the keyless-record
+check of compacted topics) and for tests and benchmarks that need real batches. Kafka's
+DefaultRecordBatch.java and DefaultRecord.java are the reference.
 
 Rules this module keeps:
 
@@ -36,9 +36,12 @@ from ._errors import CorruptRecordError, LocalProtocolError
 from ._record_batch import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
+    CONTROL_FLAG,
+    DELETE_HORIZON_FLAG,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG,
+    RecordBatchHeader,
     batch_crc,
     parse_batch_header,
 )
@@ -50,8 +53,12 @@ __all__ = [
     "Record",
     "RecordHeader",
     "RecordInput",
+    "RecordKey",
+    "build_empty_batch",
     "build_record_batch",
     "decode_batch_records",
+    "rebuild_batch",
+    "scan_record_keys",
 ]
 
 #: A record header: UTF-8 key, nullable value.
@@ -175,7 +182,7 @@ def _read_nullable(buf: bytes | memoryview, pos: int, end: int) -> tuple[bytes |
     return bytes(buf[pos : pos + size]), pos + size
 
 
-def decode_batch_records(batch: bytes | memoryview, *, verify_crc: bool = True) -> list[Record]:
+def decode_batch_records(batch: bytes | bytearray | memoryview, *, verify_crc: bool = True) -> list[Record]:
     """Decode every record of the v2 batch at the start of ``batch``.
 
     Args:
@@ -247,6 +254,78 @@ def decode_batch_records(batch: bytes | memoryview, *, verify_crc: bool = True) 
     return records
 
 
+class RecordKey(NamedTuple):
+    """What compaction needs of a record: its offset, its key and whether it has a value."""
+
+    offset: int
+    key: bytes | None
+    has_value: bool
+
+
+def scan_record_keys(batch: bytes | bytearray | memoryview, *, verify_crc: bool = True) -> list[RecordKey]:
+    """The offset, key and value presence of every record of the v2 batch at the start of ``batch``.
+
+    A lighter pass than :func:`decode_batch_records` for the cleaner's offset map and the
+    keyless-record check: timestamps, values and headers are skipped, not copied. The record
+    framing is still checked (each record must end where its length says).
+
+    Raises:
+        CorruptRecordError: as :func:`decode_batch_records`.
+    """
+    header = parse_batch_header(batch)
+    if header.magic != 2:
+        raise CorruptRecordError(f"unsupported record batch magic {header.magic}")
+    if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or header.size > len(batch):
+        raise CorruptRecordError("record batch length does not fit the buffer")
+    if verify_crc and batch_crc(batch, 0, header.size) != header.crc:
+        raise CorruptRecordError("record batch CRC-32C mismatch")
+    if header.records_count < 0:
+        raise CorruptRecordError(f"negative record count {header.records_count}")
+    data = _decompress(header.attributes & COMPRESSION_MASK, memoryview(batch)[BATCH_HEADER_SIZE : header.size])
+    base_offset = header.base_offset
+    end = len(data)
+    pos = 0
+    keys: list[RecordKey] = []
+    read = _read_varint
+    try:
+        for _ in range(header.records_count):
+            length, pos = read(data, pos)
+            record_end = pos + length
+            if length < 0 or record_end > end:
+                raise CorruptRecordError("record length runs past the end of the batch")
+            _, pos = read(data, pos + 1)  # attributes, then the timestamp delta
+            # One-byte varints (offset deltas below 64, short keys, a null value) inline.
+            byte = data[pos]
+            if byte < 0x80:
+                offset_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            else:
+                offset_delta, pos = read(data, pos)
+            byte = data[pos]
+            if byte < 0x80:
+                key_size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            else:
+                key_size, pos = read(data, pos)
+            if key_size < 0:
+                key = None
+            else:
+                key = bytes(data[pos : pos + key_size])
+                pos += key_size
+            byte = data[pos]
+            if byte < 0x80:
+                value_size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            else:
+                value_size, pos = read(data, pos)
+            if pos > record_end or (value_size >= 0 and pos + value_size > record_end):
+                raise CorruptRecordError("record field runs past the end of the record")
+            keys.append(RecordKey(base_offset + offset_delta, key, value_size >= 0))
+            pos = record_end
+    except IndexError as exc:
+        raise CorruptRecordError(f"malformed record: {exc}") from exc
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} bytes left after {header.records_count} records")
+    return keys
+
+
 # --- building -------------------------------------------------------------------------------
 
 
@@ -269,6 +348,69 @@ def _compress(codec: int, data: bytes) -> bytes:
     if codec == Compression.ZSTD:
         return bytes(cramjam.zstd.compress(data))
     return data
+
+
+def _encode_record(  # noqa: PLR0917 - a record's own fields, in wire order
+    out: bytearray,
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[RecordHeader],
+) -> None:
+    """Append one length-prefixed v2 record (DefaultRecord.writeTo) to ``out``."""
+    record = bytearray(b"\x00")  # attributes
+    record += varlong(timestamp_delta)
+    record += varint(offset_delta)
+    record += _nullable(key)
+    record += _nullable(value)
+    record += varint(len(headers))
+    for header_key, header_value in headers:
+        encoded_key = header_key.encode()
+        record += varint(len(encoded_key))
+        record += encoded_key
+        record += _nullable(header_value)
+    out += varint(len(record))
+    out += record
+
+
+def _assemble(  # noqa: PLR0917 - the batch header's own fields, in wire order
+    body: bytes,
+    compression: int,
+    attributes: int,
+    base_offset: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    partition_leader_epoch: int,
+    records_count: int,
+) -> bytes:
+    """Compress ``body`` and put the 61-byte header with its CRC-32C in front."""
+    payload = _compress(compression, body) if records_count else body
+    out = bytearray(BATCH_HEADER_SIZE)
+    _HEADER.pack_into(
+        out,
+        0,
+        base_offset,
+        BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        partition_leader_epoch,
+        2,  # magic
+        0,  # CRC, written below
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        records_count,
+    )
+    out += payload
+    struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[21:]))
+    return bytes(out)
 
 
 def build_record_batch(
@@ -319,44 +461,97 @@ def build_record_batch(
             timestamp = base_timestamp_ms
         if offset_delta == 0 or timestamp > max_timestamp:
             max_timestamp = timestamp
-        record = bytearray(b"\x00")  # attributes
-        record += varlong(timestamp - base_timestamp_ms)
-        record += varint(offset_delta)
-        record += _nullable(key)
-        record += _nullable(value)
-        record += varint(len(headers))
-        for header_key, header_value in headers:
-            encoded_key = header_key.encode()
-            record += varint(len(encoded_key))
-            record += encoded_key
-            record += _nullable(header_value)
-        body += varint(len(record))
-        body += record
+        _encode_record(body, offset_delta, timestamp - base_timestamp_ms, key, value, headers)
 
-    payload = _compress(compression, bytes(body))
     attributes = compression
     if timestamp_type_log_append:
         attributes |= TIMESTAMP_TYPE_MASK
     if is_transactional:
         attributes |= TRANSACTIONAL_FLAG
-    out = bytearray(BATCH_HEADER_SIZE)
-    _HEADER.pack_into(
-        out,
-        0,
-        base_offset,
-        BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload),
-        partition_leader_epoch,
-        2,  # magic
-        0,  # CRC, written below
+    return _assemble(
+        bytes(body),
+        compression,
         attributes,
+        base_offset,
         len(records) - 1,
         base_timestamp_ms,
         max_timestamp,
         producer_id,
         producer_epoch,
         base_sequence,
+        partition_leader_epoch,
         len(records),
     )
-    out += payload
-    struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[21:]))
-    return bytes(out)
+
+
+def rebuild_batch(header: RecordBatchHeader, records: Sequence[Record], *, delete_horizon_ms: int | None) -> bytes:
+    """Re-encode the records a compaction kept under their batch's header (MemoryRecords.buildRetainedRecordsInto).
+
+    The new batch keeps the original's baseOffset and lastOffsetDelta (so the producer's last
+    sequence survives), codec, timestamp type, transactional and control bits, producer id,
+    epoch, base sequence and partitionLeaderEpoch. Every record keeps its offset, timestamp,
+    key, value and headers. As in Kafka's MemoryRecordsBuilder, baseTimestamp is the delete
+    horizon when there is one (KIP-534, with the DELETE_HORIZON bit set), else the first
+    record's timestamp; maxTimestamp is the largest record timestamp, or for LogAppendTime the
+    original maxTimestamp.
+
+    Args:
+        header: the original batch's header.
+        records: the records kept, in offset order, at least one, all inside the batch's range.
+        delete_horizon_ms: KIP-534's delete horizon to record, or None for none.
+
+    Raises:
+        LocalProtocolError: no records, or a record outside the batch's offset range.
+    """
+    if not records:
+        raise LocalProtocolError("a rebuilt batch needs at least one record; use build_empty_batch")
+    base_offset, log_append = header.base_offset, header.is_log_append_time
+    base_timestamp = records[0].timestamp if delete_horizon_ms is None else delete_horizon_ms
+    max_timestamp = header.max_timestamp if log_append else max(r.timestamp for r in records)
+    body = bytearray()
+    for record in records:
+        offset_delta = record.offset - base_offset
+        if not 0 <= offset_delta <= header.last_offset_delta:
+            raise LocalProtocolError(f"record offset {record.offset} is outside the batch at {base_offset}")
+        _encode_record(body, offset_delta, record.timestamp - base_timestamp, record.key, record.value, record.headers)
+    attributes = header.attributes & ~DELETE_HORIZON_FLAG
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_FLAG
+    return _assemble(
+        bytes(body),
+        header.compression,
+        attributes,
+        base_offset,
+        header.last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        header.partition_leader_epoch,
+        len(records),
+    )
+
+
+def build_empty_batch(header: RecordBatchHeader) -> bytes:
+    """A batch with the original's offsets and producer fields and no records (DefaultRecordBatch.writeEmptyHeader).
+
+    The cleaner keeps one for a producer's last batch when every record in it was removed, so
+    the producer's sequence and epoch survive compaction. Like Kafka's: uncompressed, no
+    delete horizon, baseTimestamp -1 and the original maxTimestamp.
+    """
+    keep = TIMESTAMP_TYPE_MASK | TRANSACTIONAL_FLAG | CONTROL_FLAG
+    return _assemble(
+        b"",
+        Compression.NONE,
+        header.attributes & keep,
+        header.base_offset,
+        header.last_offset_delta,
+        -1,
+        header.max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        header.partition_leader_epoch,
+        0,
+    )

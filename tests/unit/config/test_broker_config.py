@@ -2,9 +2,10 @@ from pathlib import Path
 
 import pytest
 
-from barnabas.config import ConfigError, ConfigSource, load_broker_config
+from barnabas.config import ConfigError, ConfigSource, cleaner_config_for, load_broker_config
 from barnabas.config.broker import hostname_ordinal
 from barnabas.config.definitions import parse_properties
+from barnabas.log import CleanerConfig
 
 
 def test_properties_syntax() -> None:
@@ -71,6 +72,19 @@ def test_kafka_settings_without_meaning_are_ignored_not_fatal(tmp_path: Path) ->
     config_file.write_text("num.network.threads=3\nzookeeper.connect=localhost:2181\nbroker.id=0\n")
     config = load_broker_config(config_file, environ={})
     assert set(config.ignored) == {"num.network.threads", "zookeeper.connect"}
+
+
+def test_the_log_cleaner_settings_are_kafkas(tmp_path: Path) -> None:
+    defaults = cleaner_config_for(load_broker_config(environ={}))
+    assert defaults == CleanerConfig(
+        enable=True, dedupe_buffer_size=134217728, dedupe_buffer_load_factor=0.9, io_buffer_size=524288
+    )
+    assert defaults.backoff_ms == 15_000
+    config_file = tmp_path / "server.properties"
+    config_file.write_text("log.cleaner.enable=false\nlog.cleaner.backoff.ms=100\nlog.cleaner.threads=2\n")
+    config = load_broker_config(config_file, environ={})
+    assert (cleaner_config_for(config).enable, cleaner_config_for(config).backoff_ms) == (False, 100)
+    assert set(config.ignored) == {"log.cleaner.threads"}
 
 
 def test_unreadable_file_is_one_line(tmp_path: Path) -> None:

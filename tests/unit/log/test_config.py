@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from barnabas.log.config import LogConfig
@@ -19,6 +21,10 @@ def test_defaults_are_kafkas_broker_defaults() -> None:
     assert config.file_delete_delay_ms == 60_000
     assert config.cleanup_policy == "delete"
     assert config.producer_id_expiration_ms == 86_400_000
+    assert config.delete_retention_ms == 86_400_000
+    assert (config.min_compaction_lag_ms, config.max_compaction_lag_ms) == (0, 2**63 - 1)
+    assert config.min_cleanable_dirty_ratio == 0.5
+    assert not config.compact
 
 
 def test_with_overrides_applies_topic_properties() -> None:
@@ -36,6 +42,10 @@ def test_with_overrides_applies_topic_properties() -> None:
             "segment.ms": "3600000",
             "file.delete.delay.ms": "0",
             "cleanup.policy": "compact, delete",
+            "delete.retention.ms": "100",
+            "min.compaction.lag.ms": "5",
+            "max.compaction.lag.ms": "50",
+            "min.cleanable.dirty.ratio": "0.25",
             "compression.type": "zstd",  # not the log's: ignored
         }
     )
@@ -50,7 +60,9 @@ def test_with_overrides_applies_topic_properties() -> None:
     assert config.segment_ms == 3_600_000
     assert config.file_delete_delay_ms == 0
     assert config.cleanup_policy == "compact,delete"
-    assert config.delete_enabled
+    assert config.delete_enabled and config.compact
+    assert (config.delete_retention_ms, config.min_compaction_lag_ms, config.max_compaction_lag_ms) == (100, 5, 50)
+    assert config.min_cleanable_dirty_ratio == 0.25
 
 
 def test_with_overrides_keeps_the_base_config() -> None:
@@ -70,11 +82,15 @@ def test_with_overrides_keeps_the_base_config() -> None:
         ("max.message.bytes", str(2**31), "max.message.bytes"),
         ("message.timestamp.type", "WallClock", "message.timestamp.type must be one of"),
         ("cleanup.policy", "forever", "cleanup.policy must be a list"),
+        ("min.cleanable.dirty.ratio", "1.5", "min.cleanable.dirty.ratio=1.5 is out of range"),
+        ("min.cleanable.dirty.ratio", "half", "min.cleanable.dirty.ratio must be a number"),
+        ("max.compaction.lag.ms", "0", "max.compaction.lag.ms=0"),
+        ("min.compaction.lag.ms", "10", "min.compaction.lag.ms (10) > max.compaction.lag.ms (5)"),
     ],
 )
 def test_with_overrides_rejects_bad_values_with_a_one_line_reason(key: str, value: str, fragment: str) -> None:
-    with pytest.raises(ValueError, match=fragment) as info:
-        LogConfig().with_overrides({key: value})
+    with pytest.raises(ValueError, match=re.escape(fragment)) as info:
+        LogConfig(max_compaction_lag_ms=5).with_overrides({key: value})
     assert "\n" not in str(info.value)
 
 
@@ -83,5 +99,12 @@ def test_compact_only_disables_time_and_size_retention() -> None:
 
 
 def test_to_properties_round_trips() -> None:
-    config = LogConfig(retention_bytes=123, message_timestamp_type="LogAppendTime", segment_bytes=2**21)
+    config = LogConfig(
+        retention_bytes=123,
+        message_timestamp_type="LogAppendTime",
+        segment_bytes=2**21,
+        cleanup_policy="compact",
+        min_cleanable_dirty_ratio=0.125,
+        delete_retention_ms=7,
+    )
     assert LogConfig().with_overrides(config.to_properties()) == config

@@ -145,23 +145,32 @@ def test_batches_already_in_the_log_are_skipped(open_log: OpenLog) -> None:
 @pytest.mark.parametrize(
     ("records", "expected", "first", "last"),
     [
-        pytest.param([leader_batch(3, 2)], 2, 3, 4, id="gap"),
         pytest.param([leader_batch(1, 3)], 2, 1, 3, id="straddles-the-log-end"),
-        pytest.param([leader_batch(2, 2), leader_batch(5, 1)], 4, 5, 5, id="gap-after-the-first"),
         pytest.param([leader_batch(2, 2), leader_batch(3, 2)], 4, 3, 4, id="overlap-after-the-first"),
+        pytest.param([leader_batch(5, 2), leader_batch(4, 1)], 7, 4, 4, id="back-after-a-gap"),
     ],
 )
-def test_batches_that_do_not_continue_the_log_append_nothing(
+def test_batches_that_go_back_into_the_log_append_nothing(
     open_log: OpenLog, records: list[bytes], expected: int, first: int, last: int
 ) -> None:
     log = open_log()
     log.append_as_follower(leader_batch(0, 2), T0)
     before = state(log)
-    with pytest.raises(UnexpectedAppendOffsetError, match=f"starting at offset {expected}, got") as info:
+    with pytest.raises(UnexpectedAppendOffsetError, match=f"at or after offset {expected}, got") as info:
         log.append_as_follower(b"".join(records), T0)
     assert (info.value.expected_offset, info.value.first_offset, info.value.last_offset) == (expected, first, last)
     assert state(log) == before  # not even a valid leading batch
     assert log.append_as_follower(leader_batch(2, 1), T0).first_offset == 2  # the log still works
+
+
+def test_gaps_left_by_a_compacted_leader_are_accepted(open_log: OpenLog) -> None:
+    # Kafka's follower only refuses offsets that go back: the cleaner removes whole batches.
+    log = open_log()
+    log.append_as_follower(leader_batch(0, 2), T0)
+    result = log.append_as_follower(leader_batch(5, 2) + leader_batch(9, 1), T0)
+    assert (result.batches, result.first_offset, result.last_offset, log.log_end_offset) == (2, 5, 9, 10)
+    assert offsets(log.read(2, 1 << 20).records) == [5, 6, 9]  # a read inside a gap starts at the next batch
+    assert offsets(log.read(7, 1 << 20).records) == [9]
 
 
 def test_a_bad_crc_anywhere_appends_nothing(open_log: OpenLog) -> None:

@@ -121,6 +121,7 @@ produce_partitions = st.builds(
     log_append_time_ms=append_times,
     log_start_offset=int64s,
     error_message=messages,
+    record_errors=st.lists(st.tuples(int32s, messages), max_size=3).map(tuple),
 )
 produce_topics = st.lists(st.tuples(names, st.lists(produce_partitions, max_size=4)), max_size=4)
 
@@ -143,7 +144,12 @@ def kio_produce(version: int, topics: Sequence[tuple[str, Sequence[ProducePartit
                         if p.log_append_time_ms == -1
                         else EPOCH + datetime.timedelta(milliseconds=p.log_append_time_ms),
                         log_start_offset=i64(p.log_start_offset),
-                        record_errors=(),
+                        record_errors=tuple(
+                            make(mod.BatchIndexAndErrorMessage, batch_index=i32(index), batch_index_error_message=text)
+                            for index, text in p.record_errors
+                        )
+                        if version >= 8
+                        else (),
                         error_message=p.error_message,
                     )
                     for p in partitions

@@ -18,13 +18,22 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from barnabas.protocol import CorruptRecordError, LocalProtocolError, parse_batch_header, validate_batch
+from barnabas.protocol import (
+    CorruptRecordError,
+    InvalidRecordError,
+    LocalProtocolError,
+    parse_batch_header,
+    validate_batch,
+)
 from barnabas.protocol._records import (
     Compression,
     NewRecord,
     Record,
+    build_empty_batch,
     build_record_batch,
     decode_batch_records,
+    rebuild_batch,
+    scan_record_keys,
 )
 
 ALL_CODECS = list(Compression)
@@ -259,6 +268,90 @@ def test_interop_property(items: list[NewRecord], codec: Compression, base_times
     ours = build_record_batch(items, base_timestamp_ms=base_timestamp, compression=codec)
     decoded = [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers)) for r in DefaultRecordBatch(bytearray(ours))]
     assert decoded == [tuple(r) for r in decode_batch_records(ours)]
+
+
+# --- compaction: rebuilt, empty and scanned batches -------------------------------------------
+
+
+@pytest.mark.usefixtures("kafka_python_codecs")
+@pytest.mark.parametrize("codec", ALL_CODECS)
+@pytest.mark.parametrize("horizon", [None, 1_700_000_100_000])
+def test_a_rebuilt_batch_keeps_offsets_timestamps_and_header_fields(codec: Compression, horizon: int | None) -> None:
+    from kafka.record.default_records import DefaultRecordBatch
+
+    original = build_record_batch(
+        SAMPLE,
+        base_timestamp_ms=1_700_000_000_000,
+        base_offset=500,
+        compression=codec,
+        producer_id=42,
+        producer_epoch=3,
+        base_sequence=17,
+        partition_leader_epoch=9,
+    )
+    header = parse_batch_header(original)
+    kept = [r for r in decode_batch_records(original) if r.offset in (501, 502)]
+    rebuilt = rebuild_batch(header, kept, delete_horizon_ms=horizon)
+
+    new = validate_batch(rebuilt, from_client=False)
+    assert (new.base_offset, new.last_offset, new.records_count) == (500, 503, 2)
+    assert (new.producer_id, new.producer_epoch, new.base_sequence, new.partition_leader_epoch) == (42, 3, 17, 9)
+    assert new.compression == codec
+    assert new.delete_horizon_ms == horizon
+    assert new.max_timestamp == max(r.timestamp for r in kept)
+    assert decode_batch_records(rebuilt) == kept
+    theirs = DefaultRecordBatch(bytearray(rebuilt))  # an independent reader agrees
+    assert theirs.validate_crc()
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in theirs] == [
+        (r.offset, r.timestamp, r.key, r.value) for r in kept
+    ]
+    with pytest.raises(InvalidRecordError, match="record count"):
+        validate_batch(rebuilt)  # a client may not send such a batch
+
+
+def test_a_rebuilt_log_append_time_batch_keeps_its_stamp() -> None:
+    original = build_record_batch(SAMPLE, base_timestamp_ms=5, timestamp_type_log_append=True)
+    header = parse_batch_header(original)
+    kept = decode_batch_records(original)[1:2]
+    rebuilt = rebuild_batch(header, kept, delete_horizon_ms=None)
+    new = parse_batch_header(rebuilt)
+    assert new.is_log_append_time and new.max_timestamp == header.max_timestamp
+    assert decode_batch_records(rebuilt) == kept
+
+
+def test_an_empty_batch_keeps_the_producer_fields_and_the_offset_range() -> None:
+    original = build_record_batch(
+        SAMPLE,
+        base_timestamp_ms=1_700_000_000_000,
+        base_offset=70,
+        compression=Compression.ZSTD,
+        producer_id=5,
+        producer_epoch=1,
+        base_sequence=40,
+        partition_leader_epoch=2,
+        is_transactional=True,
+    )
+    header = parse_batch_header(original)
+    empty = build_empty_batch(header)
+    new = validate_batch(empty, from_client=False)
+    assert len(empty) == 61
+    assert (new.base_offset, new.last_offset, new.records_count, new.compression) == (70, 73, 0, 0)
+    assert (new.producer_id, new.producer_epoch, new.base_sequence, new.last_sequence) == (5, 1, 40, 43)
+    assert (new.is_transactional, new.base_timestamp, new.max_timestamp) == (True, -1, header.max_timestamp)
+    assert decode_batch_records(empty) == []
+    with pytest.raises(LocalProtocolError):
+        rebuild_batch(header, [], delete_horizon_ms=None)
+
+
+@pytest.mark.parametrize("codec", ALL_CODECS)
+def test_scanning_keys_agrees_with_decoding(codec: Compression) -> None:
+    batch = build_record_batch(SAMPLE, base_timestamp_ms=0, base_offset=1 << 40, compression=codec)
+    expected = [(r.offset, r.key, r.value is not None) for r in decode_batch_records(batch)]
+    assert [tuple(k) for k in scan_record_keys(batch)] == expected
+    damaged = bytearray(batch)
+    damaged[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError):
+        scan_record_keys(damaged)
 
 
 # --- snappy framings ------------------------------------------------------------------------

@@ -4,14 +4,15 @@ Special timestamps (Kafka's ListOffsetsRequest): -2 earliest (log start), -1 lat
 watermark; the last stable offset is the same while transactions are absent), -3 the record
 with the largest timestamp (v7+, KIP-734), -4 earliest local (v8+, equal to earliest without
 tiered storage). A timestamp t >= 0 finds the first record whose timestamp is >= t; the log
-finds the batch, and this module looks inside that one batch for the exact record, the only
-place the broker decodes records. No such record: offset -1, timestamp -1, no error.
+finds the batch, and this module looks inside it for the exact record, going on to the next
+batches when it holds none (FileRecords.searchForTimestamp: a batch the cleaner emptied keeps its
+maxTimestamp). No such record: offset -1, timestamp -1, no error.
 """
 
 from __future__ import annotations
 
 from barnabas.log import PartitionLog
-from barnabas.protocol import ErrorCode, Request, decode_batch_records, encode_response
+from barnabas.protocol import ErrorCode, Request, decode_batch_records, encode_response, parse_batch_header
 
 from ..registry import ApiSpec
 from ..state import BrokerState
@@ -26,11 +27,16 @@ def _first_record_at_or_after(partition_log: PartitionLog, timestamp: int) -> tu
     if found is None:
         return None
     batch_offset, _ = found
-    batch = partition_log.read(batch_offset, 1, max_offset=partition_log.high_watermark, min_one_batch=True).records
-    for record in decode_batch_records(batch):
-        if record.offset >= batch_offset and record.timestamp >= timestamp:
-            return record.offset, record.timestamp
-    return None
+    offset = batch_offset
+    while True:
+        read = partition_log.read(offset, 1, max_offset=partition_log.high_watermark, min_one_batch=True)
+        if not read.records:
+            return None
+        if parse_batch_header(read.records).max_timestamp >= timestamp:
+            for record in decode_batch_records(read.records):
+                if record.offset >= batch_offset and record.timestamp >= timestamp:
+                    return record.offset, record.timestamp
+        offset = read.next_offset
 
 
 def _max_timestamp(partition_log: PartitionLog) -> tuple[int, int] | None:

@@ -11,7 +11,9 @@ NOT_LEADER_OR_FOLLOWER if leadership moves meanwhile, and NOT_ENOUGH_REPLICAS_AF
 the ISR shrank below ``min.insync.replicas`` while it waited.
 Internal topics (``__consumer_offsets``) are written only by their coordinator: a client's
 produce to one gets INVALID_TOPIC_EXCEPTION, as in Kafka.
-Batches are appended as opaque bytes (ARCHITECTURE.md: record batches stay opaque).
+Batches are appended as opaque bytes (ARCHITECTURE.md: record batches stay opaque), except that
+the log of a compacted topic looks for keyless records: INVALID_RECORD with Kafka's message and
+per-record errors (RecordErrors, v8+).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import NamedTuple
 from barnabas.protocol import (
     CorruptRecordError,
     ErrorCode,
+    KafkaRecordError,
     ProducePartitionResult,
     Request,
     encode_produce_response,
@@ -37,8 +40,10 @@ API_KEY = 0
 log = logging.getLogger(__name__)
 
 
-def _failure(index: int, code: ErrorCode, message: str | None = None) -> ProducePartitionResult:
-    return ProducePartitionResult(index, code, -1, -1, -1, message)
+def _failure(
+    index: int, code: ErrorCode, message: str | None = None, record_errors: tuple[tuple[int, str | None], ...] = ()
+) -> ProducePartitionResult:
+    return ProducePartitionResult(index, code, -1, -1, -1, message, record_errors)
 
 
 def _min_insync(state: BrokerState, topic_name: str) -> int:
@@ -79,7 +84,8 @@ def append_partition(
         code = error_code_for(exc)
         if code is ErrorCode.unknown_server_error or code is ErrorCode.kafka_storage_error:
             log.exception("append to %s-%d failed", topic_name, index)
-        return _failure(index, code, str(exc) or None)
+        record_errors = exc.record_errors if isinstance(exc, KafkaRecordError) else ()
+        return _failure(index, code, str(exc) or None, record_errors)
     if state.replicas is not None and (leader := state.replicas.leader(topic_name, index)) is not None:
         leader.maybe_advance_high_watermark()
     return ProducePartitionResult(
