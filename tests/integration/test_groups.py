@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker_process import BrokerProcess
@@ -362,3 +362,36 @@ def test_groups_cli_lists_describes_resets_and_deletes(broker: BrokerProcess) ->
     assert groups_cli(broker, "delete", group).returncode == 0
     gone = groups_cli(broker, "delete", group)
     assert gone.returncode == 1 and "does not exist" in gone.stderr
+
+
+# -- the offsets topic under compaction --------------------------------------------------------------
+
+
+def test_the_offsets_topic_stays_small_under_repeated_commits(tmp_path: Path) -> None:
+    """4 MiB of commits to one group: the cleaner keeps the latest per partition, and a restart loads it."""
+    properties = {**FAST_GROUPS, "offsets.topic.num.partitions": "1", "offsets.topic.segment.bytes": "1048576",
+                  "log.cleaner.backoff.ms": "100"}  # fmt: skip
+    broker = BrokerProcess(tmp_path / "b0", properties=properties).start()
+    try:
+        topic, group = "busy", "committer"
+        create(broker.bootstrap, topic, 12)
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+        written = 0
+        offset = 0
+        while written < 4 * 1024 * 1024:
+            offset += 1
+            consumer.commit(offsets=[TopicPartition(topic, p, offset) for p in range(12)], asynchronous=False)
+            written += 12 * 60  # a commit record is at least ~60 bytes
+        consumer.close()
+        partition_dir = tmp_path / "b0" / "__consumer_offsets-0"
+        deadline = time.monotonic() + 60
+        while sum(f.stat().st_size for f in partition_dir.glob("*.log")) > 1_300_000:
+            assert time.monotonic() < deadline, sorted((f.name, f.stat().st_size) for f in partition_dir.glob("*.log"))
+            time.sleep(0.1)
+        broker.stop()
+        broker.start()  # the new coordinator loads the compacted partition
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=30)
+        assert {tp.partition: tp.offset for tp in listed.topic_partitions} == dict.fromkeys(range(12), offset)
+    finally:
+        broker.kill()
