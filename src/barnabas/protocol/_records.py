@@ -182,6 +182,26 @@ def _read_nullable(buf: bytes | memoryview, pos: int, end: int) -> tuple[bytes |
     return bytes(buf[pos : pos + size]), pos + size
 
 
+def _checked_records(
+    batch: bytes | bytearray | memoryview, verify_crc: bool
+) -> tuple[RecordBatchHeader, bytes | memoryview]:
+    """The header of the v2 batch at the start of ``batch`` and its records' bytes, decompressed.
+
+    Raises:
+        CorruptRecordError: a bad magic, length, CRC or record count, or data that does not decompress.
+    """
+    header = parse_batch_header(batch)
+    if header.magic != 2:
+        raise CorruptRecordError(f"unsupported record batch magic {header.magic}")
+    if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or header.size > len(batch):
+        raise CorruptRecordError("record batch length does not fit the buffer")
+    if verify_crc and batch_crc(batch, 0, header.size) != header.crc:
+        raise CorruptRecordError("record batch CRC-32C mismatch")
+    if header.records_count < 0:
+        raise CorruptRecordError(f"negative record count {header.records_count}")
+    return header, _decompress(header.attributes & COMPRESSION_MASK, memoryview(batch)[BATCH_HEADER_SIZE : header.size])
+
+
 def decode_batch_records(batch: bytes | bytearray | memoryview, *, verify_crc: bool = True) -> list[Record]:
     """Decode every record of the v2 batch at the start of ``batch``.
 
@@ -196,17 +216,7 @@ def decode_batch_records(batch: bytes | bytearray | memoryview, *, verify_crc: b
         CorruptRecordError: the batch is truncated, has a bad magic or CRC, cannot be
             decompressed, or its records do not parse to exactly recordsCount records.
     """
-    header = parse_batch_header(batch)
-    if header.magic != 2:
-        raise CorruptRecordError(f"unsupported record batch magic {header.magic}")
-    if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or header.size > len(batch):
-        raise CorruptRecordError("record batch length does not fit the buffer")
-    if verify_crc and batch_crc(batch, 0, header.size) != header.crc:
-        raise CorruptRecordError("record batch CRC-32C mismatch")
-    if header.records_count < 0:
-        raise CorruptRecordError(f"negative record count {header.records_count}")
-
-    data = _decompress(header.attributes & COMPRESSION_MASK, memoryview(batch)[BATCH_HEADER_SIZE : header.size])
+    header, data = _checked_records(batch, verify_crc)
     base_offset = header.base_offset
     base_timestamp = header.base_timestamp
     append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
@@ -272,16 +282,7 @@ def scan_record_keys(batch: bytes | bytearray | memoryview, *, verify_crc: bool 
     Raises:
         CorruptRecordError: as :func:`decode_batch_records`.
     """
-    header = parse_batch_header(batch)
-    if header.magic != 2:
-        raise CorruptRecordError(f"unsupported record batch magic {header.magic}")
-    if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or header.size > len(batch):
-        raise CorruptRecordError("record batch length does not fit the buffer")
-    if verify_crc and batch_crc(batch, 0, header.size) != header.crc:
-        raise CorruptRecordError("record batch CRC-32C mismatch")
-    if header.records_count < 0:
-        raise CorruptRecordError(f"negative record count {header.records_count}")
-    data = _decompress(header.attributes & COMPRESSION_MASK, memoryview(batch)[BATCH_HEADER_SIZE : header.size])
+    header, data = _checked_records(batch, verify_crc)
     base_offset = header.base_offset
     end = len(data)
     pos = 0
