@@ -14,14 +14,16 @@
 'use strict'
 
 const fs = require('fs')
-const { Kafka, CompressionTypes, CompressionCodecs, Partitioners, logLevel } = require('kafkajs')
+const { CompressionTypes, CompressionCodecs, Partitioners, logLevel } = require('kafkajs')
 const Cluster = require('kafkajs/src/cluster')
 const Batch = require('kafkajs/src/consumer/batch')
 const { createLogger } = require('kafkajs/src/loggers')
 const ISOLATION_LEVEL = require('kafkajs/src/protocol/isolationLevel')
 const defaultSocketFactory = require('kafkajs/src/network/socketFactory')
+const {
+  KAFKAJS_VERSION, text, parseArgs, stderrLogCreator, newKafka, Phases, runDriver,
+} = require('./common')
 
-const KAFKAJS_VERSION = require('kafkajs/package.json').version
 const VALUE_SIZE = 100
 const PAD_ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789'
 const PRODUCE_CHUNK = 500
@@ -37,20 +39,11 @@ const valueFor = i => {
 
 class Unsupported extends Error {}
 
-const text = buffer => (buffer == null ? null : buffer.toString()) // null key/value stays null
+const phases = new Phases() // the current one is named in failure messages
 
-let phase = 'start' // named in failure messages
-
-function parseArgs(argv) {
-  const args = { count: 10000, partitions: 3, 'timeout-ms': 100000 }
-  for (let n = 0; n < argv.length; n += 2) {
-    const name = argv[n]
-    if (!name.startsWith('--') || n + 1 >= argv.length) throw new Error(`bad argument ${name}`)
-    args[name.slice(2)] = argv[n + 1]
-  }
-  for (const required of ['bootstrap', 'topic', 'mode', 'out']) {
-    if (!args[required]) throw new Error(`--${required} is required`)
-  }
+function driverArgs(argv) {
+  const defaults = { count: 10000, partitions: 3, 'timeout-ms': 100000 }
+  const args = parseArgs(argv, defaults, ['bootstrap', 'topic', 'mode', 'out'])
   args.count = Number(args.count)
   args.partitions = Number(args.partitions)
   args['timeout-ms'] = Number(args['timeout-ms'])
@@ -81,13 +74,8 @@ function compressionFor(mode) {
   }
 }
 
-// kafkajs logs through console.*; send everything to stderr so stdout stays clean.
-const stderrLogCreator = () => ({ namespace, label, log }) => {
-  process.stderr.write(`kafkajs ${label} [${namespace}] ${log.message}\n`)
-}
-
 async function main() {
-  const args = parseArgs(process.argv.slice(2))
+  const args = driverArgs(process.argv.slice(2))
   const { bootstrap, topic, mode, count, partitions } = args
   const clientId = `interop-kafkajs-${mode}`
   const compression = compressionFor(mode)
@@ -98,35 +86,19 @@ async function main() {
     errorCount += 1
     if (errors.length < MAX_ERRORS) errors.push(text)
   }
-  const timings = {}
+  const timings = phases.timings
   const report = {
     client: 'kafkajs', client_version: `kafkajs ${KAFKAJS_VERSION}`, mode, produced: 0, records: [],
     earliest: {}, latest: {}, errors, timings_ms: timings,
   }
   const started = Date.now()
-  let phaseStart = started
-  // Close the current phase's timing and name the next one.
-  const enter = next => {
-    const now = Date.now()
-    if (phase !== 'start') timings[phase] = now - phaseStart
-    phase = next
-    phaseStart = now
-  }
   const deadline = started + args['timeout-ms']
 
-  const kafkaConfig = {
-    clientId,
-    brokers: [bootstrap],
-    connectionTimeout: 5000,
-    requestTimeout: 30000,
-    logLevel: logLevel.WARN,
-    logCreator: stderrLogCreator,
-  }
-  const kafka = new Kafka(kafkaConfig)
+  const kafka = newKafka(clientId, bootstrap)
   const admin = kafka.admin()
   await admin.connect()
 
-  enter('create')
+  phases.enter('create')
 
   const created = await admin.createTopics({
     topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }],
@@ -135,7 +107,7 @@ async function main() {
   })
   if (!created) throw new Error(`create topic: ${topic} already exists`)
 
-  enter('produce')
+  phases.enter('produce')
 
   const producer = kafka.producer({
     idempotent,
@@ -165,7 +137,7 @@ async function main() {
     throw new Error(`only ${report.produced} of ${count} messages acknowledged; first error: ${errors[0]}`)
   }
 
-  enter('consume')
+  phases.enter('consume')
 
   // ---- read path: kafkajs Cluster + Broker.fetch(), assign-style, from offset 0 of every partition
   const cluster = new Cluster({
@@ -225,21 +197,21 @@ async function main() {
   }
   await cluster.disconnect()
 
-  enter('list_offsets')
+  phases.enter('list_offsets')
 
   for (const { partition, low, high } of await admin.fetchTopicOffsets(topic)) {
     report.earliest[String(partition)] = Number(low)
     report.latest[String(partition)] = Number(high)
   }
 
-  enter('delete')
+  phases.enter('delete')
 
   try {
     await admin.deleteTopics({ topics: [topic], timeout: 30000 })
   } catch (e) {
     addError(`delete topic: ${e.name}: ${e.message}`)
   }
-  enter('close')
+  phases.enter('close')
   await admin.disconnect()
   timings.total = Date.now() - started
   if (errorCount > errors.length) errors.push(`${errorCount} errors in all`)
@@ -250,24 +222,12 @@ const timeoutMs = (() => {
   const n = process.argv.indexOf('--timeout-ms')
   return n >= 0 ? Number(process.argv[n + 1]) : 100000
 })()
-const watchdog = setTimeout(() => {
-  process.stderr.write(`interop-driver: timed out after ${timeoutMs} ms during ${phase}\n`)
-  process.exit(1)
-}, timeoutMs + 5000)
-
-main().then(
-  () => {
-    clearTimeout(watchdog)
-    process.exit(0)
-  },
-  e => {
-    if (e instanceof Unsupported) {
-      process.stderr.write(`interop-driver: unsupported: ${e.message}\n`)
-      process.exit(1)
-    }
-    process.stderr.write(`${e && e.stack ? e.stack : e}\n`)
-    const reason = `${e && e.name ? e.name + ': ' : ''}${e && e.message ? e.message : e}`.replace(/\n/g, ' ')
-    process.stderr.write(`interop-driver: during ${phase}: ${reason}\n`)
+// A missing codec package is "unsupported", not a failure during a phase.
+const mainOrUnsupported = () => main().catch(e => {
+  if (e instanceof Unsupported) {
+    process.stderr.write(`interop-driver: unsupported: ${e.message}\n`)
     process.exit(1)
-  },
-)
+  }
+  throw e
+})
+runDriver('interop-driver', mainOrUnsupported, phases, timeoutMs + 5000, `${timeoutMs} ms`)

@@ -16,24 +16,12 @@
 'use strict'
 
 const fs = require('fs')
-const { Kafka, logLevel } = require('kafkajs')
+const { KAFKAJS_VERSION, text, parseArgs, newKafka, Phases, runDriver } = require('./common')
 
-const KAFKAJS_VERSION = require('kafkajs/package.json').version
+const phases = new Phases() // the current one is named in failure messages
 
-const text = buffer => (buffer == null ? null : buffer.toString()) // null key/value stays null
-
-let phase = 'start' // named in failure messages
-
-function parseArgs(argv) {
-  const args = { 'timeout-s': 60 }
-  for (let n = 0; n < argv.length; n += 2) {
-    const name = argv[n]
-    if (!name.startsWith('--') || n + 1 >= argv.length) throw new Error(`bad argument ${name}`)
-    args[name.slice(2)] = argv[n + 1]
-  }
-  for (const required of ['bootstrap', 'topic', 'group', 'count', 'out']) {
-    if (!args[required]) throw new Error(`--${required} is required`)
-  }
+function driverArgs(argv) {
+  const args = parseArgs(argv, { 'timeout-s': 60 }, ['bootstrap', 'topic', 'group', 'count', 'out'])
   args.count = Number(args.count)
   args['timeout-s'] = Number(args['timeout-s'])
   if (!Number.isInteger(args.count) || args.count < 1) throw new Error(`bad --count ${args.count}`)
@@ -41,16 +29,11 @@ function parseArgs(argv) {
   return args
 }
 
-// kafkajs logs through console.*; send everything to stderr so stdout stays clean.
-const stderrLogCreator = () => ({ namespace, label, log }) => {
-  process.stderr.write(`kafkajs ${label} [${namespace}] ${log.message}\n`)
-}
-
 async function main() {
-  const args = parseArgs(process.argv.slice(2))
+  const args = driverArgs(process.argv.slice(2))
   const { bootstrap, topic, group, count } = args
   const errors = []
-  const timings = {}
+  const timings = phases.timings
   const joins = []
   const records = []
   const committed = {}
@@ -59,23 +42,9 @@ async function main() {
     timings_ms: timings,
   }
   const started = Date.now()
-  let phaseStart = started
-  const enter = next => {
-    const now = Date.now()
-    if (phase !== 'start') timings[phase] = now - phaseStart
-    phase = next
-    phaseStart = now
-  }
   const deadline = started + args['timeout-s'] * 1000
 
-  const kafka = new Kafka({
-    clientId: 'group-driver-kafkajs',
-    brokers: [bootstrap],
-    connectionTimeout: 5000,
-    requestTimeout: 30000,
-    logLevel: logLevel.WARN,
-    logCreator: stderrLogCreator,
-  })
+  const kafka = newKafka('group-driver-kafkajs', bootstrap)
   const consumer = kafka.consumer({
     groupId: group,
     heartbeatInterval: 500, // default 3000; sessionTimeout (30000) and rebalanceTimeout (60000) stay default
@@ -102,7 +71,7 @@ async function main() {
     if (!restart) settle.reject(error)
   })
 
-  enter('join')
+  phases.enter('join')
   await consumer.connect()
   await consumer.subscribe({ topics: [topic], fromBeginning: true })
 
@@ -111,7 +80,7 @@ async function main() {
     autoCommit: false,
     eachMessage: async ({ topic: recordTopic, partition, message }) => {
       if (records.length >= count) return // past the N-th record: not processed, never committed
-      if (records.length === 0) enter('consume')
+      if (records.length === 0) phases.enter('consume')
       if (recordTopic !== topic) {
         errors.push(`record from unexpected topic ${recordTopic} p${partition}@${message.offset}`)
         return
@@ -126,7 +95,7 @@ async function main() {
   let timer
   const timeout = new Promise((_, reject) => {
     timer = setTimeout(
-      () => reject(new Error(`timed out during ${phase} (${records.length} of ${count} records)`)),
+      () => reject(new Error(`timed out during ${phases.phase} (${records.length} of ${count} records)`)),
       Math.max(0, deadline - Date.now()),
     )
   })
@@ -140,17 +109,17 @@ async function main() {
     clearTimeout(timer)
   }
 
-  enter('commit')
+  phases.enter('commit')
   consumer.pause([{ topic }]) // stop fetching; nothing after the N-th record is processed anyway
   const offsets = [...nextOffset.entries()].sort((a, b) => a[0] - b[0])
   await consumer.commitOffsets(offsets.map(([partition, offset]) => ({ topic, partition, offset: String(offset) })))
   for (const [partition, offset] of offsets) committed[String(partition)] = offset
 
-  enter('leave')
+  phases.enter('leave')
   await consumer.disconnect() // Runner.stop() -> ConsumerGroup.leave() -> LeaveGroup
 
   // kafkajs's commitOffsets returns quietly when the runner has stopped; make "committed" honest.
-  enter('verify')
+  phases.enter('verify')
   const admin = kafka.admin()
   await admin.connect()
   try {
@@ -165,7 +134,7 @@ async function main() {
   } finally {
     await admin.disconnect()
   }
-  enter('end')
+  phases.enter('end')
   timings.total = Date.now() - started
   fs.writeFileSync(args.out, JSON.stringify(report))
 }
@@ -175,20 +144,4 @@ const timeoutS = (() => {
   const value = n >= 0 ? Number(process.argv[n + 1]) : 60
   return value > 0 ? value : 60
 })()
-const watchdog = setTimeout(() => {
-  process.stderr.write(`group-driver: timed out after ${timeoutS + 5} s during ${phase}\n`)
-  process.exit(1)
-}, (timeoutS + 5) * 1000)
-
-main().then(
-  () => {
-    clearTimeout(watchdog)
-    process.exit(0)
-  },
-  e => {
-    process.stderr.write(`${e && e.stack ? e.stack : e}\n`)
-    const reason = `${e && e.name ? e.name + ': ' : ''}${e && e.message ? e.message : e}`.replace(/\n/g, ' ')
-    process.stderr.write(`group-driver: during ${phase}: ${reason}\n`)
-    process.exit(1)
-  },
-)
+runDriver('group-driver', main, phases, (timeoutS + 5) * 1000, `${timeoutS + 5} s`)

@@ -12,20 +12,12 @@
 // kills it with SIGKILL to simulate a crash.
 'use strict'
 
-const { Kafka, logLevel } = require('kafkajs')
+const { parseArgs, newKafka, reasonOf } = require('./common')
 
 const HEARTBEAT_MS = 500
 
-function parseArgs(argv) {
-  const args = { 'session-ms': '6000' }
-  for (let n = 0; n < argv.length; n += 2) {
-    const name = argv[n]
-    if (!name.startsWith('--') || n + 1 >= argv.length) throw new Error(`bad argument ${name}`)
-    args[name.slice(2)] = argv[n + 1]
-  }
-  for (const required of ['bootstrap', 'topic', 'group']) {
-    if (!args[required]) throw new Error(`--${required} is required`)
-  }
+function memberArgs(argv) {
+  const args = parseArgs(argv, { 'session-ms': '6000' }, ['bootstrap', 'topic', 'group'])
   args['session-ms'] = Number(args['session-ms'])
   if (!Number.isInteger(args['session-ms']) || args['session-ms'] < 1) {
     throw new Error(`bad --session-ms ${args['session-ms']}`)
@@ -35,23 +27,11 @@ function parseArgs(argv) {
 
 const emit = line => process.stdout.write(`${JSON.stringify(line)}\n`) // one write per line: no interleaving
 
-// kafkajs logs through console.*; send everything to stderr so stdout carries only the JSON lines.
-const stderrLogCreator = () => ({ namespace, label, log }) => {
-  process.stderr.write(`kafkajs ${label} [${namespace}] ${log.message}\n`)
-}
-
 async function main() {
-  const args = parseArgs(process.argv.slice(2))
+  const args = memberArgs(process.argv.slice(2))
   const { bootstrap, topic, group } = args
 
-  const kafka = new Kafka({
-    clientId: 'group-member-kafkajs',
-    brokers: [bootstrap],
-    connectionTimeout: 5000,
-    requestTimeout: 30000,
-    logLevel: logLevel.WARN,
-    logCreator: stderrLogCreator,
-  })
+  const kafka = newKafka('group-member-kafkajs', bootstrap) // logs to stderr: stdout carries only the JSON lines
   const consumer = kafka.consumer({
     groupId: group,
     sessionTimeout: args['session-ms'],
@@ -88,7 +68,7 @@ async function main() {
 main().then(
   () => process.exit(0),
   e => {
-    emit({ error: `${e && e.name ? e.name + ': ' : ''}${e && e.message ? e.message : e}` })
+    emit({ error: reasonOf(e) })
     process.exit(1)
   },
 )

@@ -18,6 +18,8 @@ import org.apache.kafka.clients.admin.PartitionReassignment;
 import org.apache.kafka.common.ElectionType;
 import org.apache.kafka.common.TopicPartition;
 
+import static barnabas.interop.Tools.json;
+
 /**
  * The Java Admin client's leadership calls, one per run, for barnabas's cluster tests.
  *
@@ -88,9 +90,9 @@ public final class AdminTool {
             admin.alterPartitionReassignments(Map.of(tp, target)).all().get(60, TimeUnit.SECONDS);
             return "{\"ok\": true}";
         } catch (ExecutionException e) {
-            return "{\"error\": " + quote(describe(e.getCause())) + "}";
+            return "{\"error\": " + json(describe(e.getCause())) + "}";
         } catch (java.util.concurrent.TimeoutException e) {
-            return "{\"error\": " + quote("TimeoutException: no answer in 60 s") + "}";
+            return "{\"error\": " + json("TimeoutException: no answer in 60 s") + "}";
         }
     }
 
@@ -113,7 +115,7 @@ public final class AdminTool {
                 admin.electLeaders(type, partitions).partitions().get(60, TimeUnit.SECONDS);
         Map<String, String> entries = new TreeMap<>();
         for (Map.Entry<TopicPartition, Optional<Throwable>> e : results.entrySet()) {
-            entries.put(e.getKey().toString(), e.getValue().map(t -> quote(describe(t))).orElse("null"));
+            entries.put(e.getKey().toString(), e.getValue().map(t -> json(describe(t))).orElse("null"));
         }
         return object(entries);
     }
@@ -143,26 +145,12 @@ public final class AdminTool {
             if (out.length() > 1) {
                 out.append(", ");
             }
-            out.append(quote(e.getKey())).append(": ").append(e.getValue());
+            out.append(json(e.getKey())).append(": ").append(e.getValue());
         }
         return out.append('}').toString();
     }
 
     private static String describe(Throwable t) {
         return t.getClass().getSimpleName() + ": " + t.getMessage();
-    }
-
-    private static String quote(String s) {
-        StringBuilder out = new StringBuilder("\"");
-        for (char c : s.toCharArray()) {
-            if (c == '"' || c == '\\') {
-                out.append('\\').append(c);
-            } else if (c < 0x20) {
-                out.append(String.format("\\u%04x", (int) c));
-            } else {
-                out.append(c);
-            }
-        }
-        return out.append('"').toString();
     }
 }

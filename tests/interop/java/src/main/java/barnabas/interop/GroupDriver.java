@@ -1,10 +1,5 @@
 package barnabas.interop;
 
-import java.io.PrintWriter;
-import java.io.StringWriter;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -18,13 +13,21 @@ import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.clients.consumer.CloseOptions;
-import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
+
+import static barnabas.interop.Tools.clientVersion;
+import static barnabas.interop.Tools.groupConsumerConfig;
+import static barnabas.interop.Tools.json;
+import static barnabas.interop.Tools.jsonNumbers;
+import static barnabas.interop.Tools.jsonRecords;
+import static barnabas.interop.Tools.jsonStrings;
+import static barnabas.interop.Tools.required;
+import static barnabas.interop.Tools.runDriver;
 
 /**
  * Java client consumer-GROUP driver for barnabas (contract: tests/interop/README.md, "Consumer-group drivers").
@@ -42,20 +45,16 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * "errors": [...], "client_version": "kafka-clients X", "assignments": [...], "timings_ms": {...}}.
  * Exit 0 with the report in --out; exit 1 with one line "group-driver: reason" on stderr on failure.
  */
-public final class GroupDriver {
+public final class GroupDriver extends Tools.Driver {
     private final String bootstrap;
     private final String topic;
     private final String group;
     private final int count;
-    private final long deadlineNanos;
 
     private final List<String> errors = Collections.synchronizedList(new ArrayList<>());
     private final List<String> assignments = new ArrayList<>();
-    private final Map<String, Long> timings = new LinkedHashMap<>();
     private final List<Object[]> records = new ArrayList<>();
     private final Map<Integer, Long> committed = new TreeMap<>();
-    private volatile String phase = "start";
-    private long phaseStart = System.nanoTime();
 
     private GroupDriver(Map<String, String> args) {
         this.bootstrap = required(args, "bootstrap");
@@ -65,48 +64,18 @@ public final class GroupDriver {
         if (count < 1) {
             throw new IllegalArgumentException("bad --count " + count);
         }
-        long timeoutMs = Long.parseLong(args.getOrDefault("timeout-ms", "60000"));
-        this.deadlineNanos = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+        startClock(Long.parseLong(args.getOrDefault("timeout-ms", "60000")));
     }
 
-    private static String required(Map<String, String> args, String name) {
-        String v = args.get(name);
-        if (v == null || v.isEmpty()) {
-            throw new IllegalArgumentException("--" + name + " is required");
-        }
-        return v;
+    @Override
+    String progress() {
+        return " (" + records.size() + " of " + count + " records)";
     }
 
-    private long remainingMs() {
-        long left = TimeUnit.NANOSECONDS.toMillis(deadlineNanos - System.nanoTime());
-        if (left <= 0) {
-            throw new IllegalStateException("timed out during " + phase + " (" + records.size() + " of " + count
-                + " records)");
-        }
-        return left;
-    }
-
-    private void enter(String next) {
-        long now = System.nanoTime();
-        if (!"start".equals(phase)) {
-            timings.put(phase, TimeUnit.NANOSECONDS.toMillis(now - phaseStart));
-        }
-        phase = next;
-        phaseStart = now;
-    }
-
-    private void run() throws Exception {
+    @Override
+    void run() { // throws no checked exception (so no ExecutionException for runDriver to unwrap)
         long started = System.nanoTime();
-        Properties cp = new Properties();
-        cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        cp.put(ConsumerConfig.CLIENT_ID_CONFIG, "group-driver-java");
-        cp.put(ConsumerConfig.GROUP_ID_CONFIG, group);
-        cp.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic"); // JoinGroup/SyncGroup/Heartbeat (not KIP-848)
-        cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
-        cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
-        cp.put(ConsumerConfig.ALLOW_AUTO_CREATE_TOPICS_CONFIG, false);
-        cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
-        cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        Properties cp = groupConsumerConfig(bootstrap, "group-driver-java", group, StringDeserializer.class);
 
         enter("join");
         Map<Integer, Long> nextOffset = new TreeMap<>(); // partition -> last processed offset + 1
@@ -181,127 +150,18 @@ public final class GroupDriver {
         return byTopic;
     }
 
-    /** kafka-clients' version, from the properties file its jar carries (the parser class is internal). */
-    private static String kafkaVersion() {
-        try (var in = KafkaConsumer.class.getResourceAsStream("/kafka/kafka-version.properties")) {
-            Properties p = new Properties();
-            if (in != null) {
-                p.load(in);
-            }
-            return p.getProperty("version", "unknown");
-        } catch (java.io.IOException e) {
-            return "unknown";
-        }
-    }
-
-    private static String json(String s) {
-        StringBuilder sb = new StringBuilder(s.length() + 2).append('"');
-        for (int n = 0; n < s.length(); n++) {
-            char c = s.charAt(n);
-            switch (c) {
-                case '"': sb.append("\\\""); break;
-                case '\\': sb.append("\\\\"); break;
-                case '\n': sb.append("\\n"); break;
-                case '\r': sb.append("\\r"); break;
-                case '\t': sb.append("\\t"); break;
-                default:
-                    if (c < 0x20) {
-                        sb.append(String.format("\\u%04x", (int) c));
-                    } else {
-                        sb.append(c);
-                    }
-            }
-        }
-        return sb.append('"').toString();
-    }
-
-    private static String jsonStrings(List<String> items) {
-        StringBuilder sb = new StringBuilder("[");
-        for (int n = 0; n < items.size(); n++) {
-            sb.append(n > 0 ? "," : "").append(json(items.get(n)));
-        }
-        return sb.append(']').toString();
-    }
-
-    private String report() {
-        StringBuilder sb = new StringBuilder(records.size() * 60 + 1024);
-        sb.append("{\"client\":\"java\",\"client_version\":").append(json("kafka-clients " + kafkaVersion()))
-            .append(",\"group\":").append(json(group))
-            .append(",\"records\":[");
-        for (int n = 0; n < records.size(); n++) {
-            Object[] r = records.get(n);
-            sb.append(n > 0 ? "," : "").append('[').append(r[0]).append(',').append(r[1]).append(',')
-                .append(r[2] == null ? "null" : json((String) r[2])).append(',')
-                .append(r[3] == null ? "null" : json((String) r[3])).append(']');
-        }
-        sb.append("],\"committed\":{");
-        int n = 0;
-        for (Map.Entry<Integer, Long> e : committed.entrySet()) {
-            sb.append(n++ > 0 ? "," : "").append(json(e.getKey().toString())).append(':').append(e.getValue());
-        }
-        sb.append("},\"errors\":").append(jsonStrings(new ArrayList<>(errors)))
-            .append(",\"assignments\":").append(jsonStrings(assignments))
-            .append(",\"timings_ms\":{");
-        n = 0;
-        for (Map.Entry<String, Long> t : timings.entrySet()) {
-            sb.append(n++ > 0 ? "," : "").append(json(t.getKey())).append(':').append(t.getValue());
-        }
-        return sb.append("}}").toString();
-    }
-
-    private static Map<String, String> parseArgs(String[] argv) {
-        Map<String, String> args = new HashMap<>();
-        for (int n = 0; n < argv.length; n += 2) {
-            if (!argv[n].startsWith("--") || n + 1 >= argv.length) {
-                throw new IllegalArgumentException("bad argument " + argv[n]);
-            }
-            args.put(argv[n].substring(2), argv[n + 1]);
-        }
-        return args;
-    }
-
-    private static void fail(String reason) {
-        System.err.println("group-driver: " + reason.replace('\n', ' '));
-        System.err.flush();
-        Runtime.getRuntime().halt(1);
+    @Override
+    String report() {
+        return "{\"client\":\"java\",\"client_version\":" + json(clientVersion())
+            + ",\"group\":" + json(group)
+            + ",\"records\":" + jsonRecords(records)
+            + ",\"committed\":" + jsonNumbers(committed)
+            + ",\"errors\":" + jsonStrings(new ArrayList<>(errors))
+            + ",\"assignments\":" + jsonStrings(assignments)
+            + ",\"timings_ms\":" + jsonNumbers(timings) + "}";
     }
 
     public static void main(String[] argv) {
-        GroupDriver driver;
-        Path out;
-        try {
-            Map<String, String> args = parseArgs(argv);
-            driver = new GroupDriver(args);
-            out = Path.of(required(args, "out"));
-        } catch (IllegalArgumentException e) { // includes NumberFormatException
-            fail(e.getMessage());
-            return;
-        }
-        long watchdogMs = TimeUnit.NANOSECONDS.toMillis(driver.deadlineNanos - System.nanoTime()) + 5000;
-        Thread watchdog = new Thread(() -> {
-            try {
-                Thread.sleep(watchdogMs);
-                fail("timed out during " + driver.phase);
-            } catch (InterruptedException ignored) {
-                // finished in time
-            }
-        }, "group-driver-watchdog");
-        watchdog.setDaemon(true);
-        watchdog.start();
-        try {
-            driver.run();
-            Files.writeString(out, driver.report(), StandardCharsets.UTF_8);
-        } catch (Throwable t) {
-            if (t instanceof IllegalStateException) { // the driver's own verdict: no trace needed
-                fail("during " + driver.phase + ": " + t.getMessage());
-                return;
-            }
-            StringWriter trace = new StringWriter();
-            t.printStackTrace(new PrintWriter(trace));
-            System.err.print(trace);
-            fail("during " + driver.phase + ": " + t);
-            return;
-        }
-        System.exit(0);
+        runDriver("group-driver", argv, GroupDriver::new);
     }
 }

@@ -4,7 +4,6 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.time.Duration;
 import java.util.Collection;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -19,6 +18,8 @@ import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 import sun.misc.Signal;
+
+import static barnabas.interop.Tools.json;
 
 /**
  * One Java-client consumer-group member in its own process, for rebalance and crash tests (contract:
@@ -91,18 +92,9 @@ public final class GroupMember {
     }
 
     private void run(String bootstrap, String group, int sessionMs) {
-        Properties cp = new Properties();
-        cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        cp.put(ConsumerConfig.CLIENT_ID_CONFIG, "group-member-java");
-        cp.put(ConsumerConfig.GROUP_ID_CONFIG, group);
-        cp.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic"); // JoinGroup/SyncGroup/Heartbeat (not KIP-848)
+        Properties cp = Tools.groupConsumerConfig(bootstrap, "group-member-java", group, ByteArrayDeserializer.class);
         cp.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, sessionMs);
         cp.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, HEARTBEAT_MS);
-        cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
-        cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
-        cp.put(ConsumerConfig.ALLOW_AUTO_CREATE_TOPICS_CONFIG, false);
-        cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
-        cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
 
         try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(cp)) {
             synchronized (this) {
@@ -139,39 +131,11 @@ public final class GroupMember {
         }
     }
 
-    private static String json(String s) {
-        StringBuilder sb = new StringBuilder(s.length() + 2).append('"');
-        for (int n = 0; n < s.length(); n++) {
-            char c = s.charAt(n);
-            switch (c) {
-                case '"': sb.append("\\\""); break;
-                case '\\': sb.append("\\\\"); break;
-                case '\n': sb.append("\\n"); break;
-                case '\r': sb.append("\\r"); break;
-                case '\t': sb.append("\\t"); break;
-                default:
-                    if (c < 0x20) {
-                        sb.append(String.format("\\u%04x", (int) c));
-                    } else {
-                        sb.append(c);
-                    }
-            }
-        }
-        return sb.append('"').toString();
-    }
-
+    /** The "--name value" arguments; --bootstrap, --topic and --group are required. */
     private static Map<String, String> parseArgs(String[] argv) {
-        Map<String, String> args = new HashMap<>();
-        for (int n = 0; n < argv.length; n += 2) {
-            if (!argv[n].startsWith("--") || n + 1 >= argv.length) {
-                throw new IllegalArgumentException("bad argument " + argv[n]);
-            }
-            args.put(argv[n].substring(2), argv[n + 1]);
-        }
+        Map<String, String> args = Tools.parseArgs(argv);
         for (String required : List.of("bootstrap", "topic", "group")) {
-            if (args.getOrDefault(required, "").isEmpty()) {
-                throw new IllegalArgumentException("--" + required + " is required");
-            }
+            Tools.required(args, required);
         }
         return args;
     }

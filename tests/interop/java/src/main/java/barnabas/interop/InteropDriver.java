@@ -1,15 +1,9 @@
 package barnabas.interop;
 
-import java.io.PrintWriter;
-import java.io.StringWriter;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -33,6 +27,14 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
+import static barnabas.interop.Tools.clientVersion;
+import static barnabas.interop.Tools.json;
+import static barnabas.interop.Tools.jsonNumbers;
+import static barnabas.interop.Tools.jsonRecords;
+import static barnabas.interop.Tools.jsonStrings;
+import static barnabas.interop.Tools.required;
+import static barnabas.interop.Tools.runDriver;
+
 /**
  * Java client interop driver for barnabas (contract: tests/interop/common.py).
  *
@@ -48,7 +50,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * group.id reads it back. Exit 0 with the JSON report in --out; exit 1 with one line
  * "interop-driver: reason" on stderr on failure.
  */
-public final class InteropDriver {
+public final class InteropDriver extends Tools.Driver {
     private static final int VALUE_SIZE = 100;
     private static final String PAD_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
     private static final int MAX_ERRORS = 20;
@@ -58,18 +60,14 @@ public final class InteropDriver {
     private final String mode;
     private final int count;
     private final int partitions;
-    private final long deadlineNanos;
     private final String clientId;
 
     private final List<String> errors = Collections.synchronizedList(new ArrayList<>());
     private final AtomicInteger errorCount = new AtomicInteger();
-    private final Map<String, Long> timings = new LinkedHashMap<>();
     private final List<Object[]> records = new ArrayList<>();
     private final Map<Integer, Long> earliest = new TreeMap<>();
     private final Map<Integer, Long> latest = new TreeMap<>();
     private int produced;
-    private String phase = "start";
-    private long phaseStart = System.nanoTime();
 
     private InteropDriver(Map<String, String> args) {
         this.bootstrap = required(args, "bootstrap");
@@ -77,8 +75,7 @@ public final class InteropDriver {
         this.mode = required(args, "mode");
         this.count = Integer.parseInt(args.getOrDefault("count", "10000"));
         this.partitions = Integer.parseInt(args.getOrDefault("partitions", "3"));
-        long timeoutMs = Long.parseLong(args.getOrDefault("timeout-ms", "100000"));
-        this.deadlineNanos = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+        startClock(Long.parseLong(args.getOrDefault("timeout-ms", "100000")));
         this.clientId = "interop-java-" + mode;
     }
 
@@ -93,14 +90,6 @@ public final class InteropDriver {
             sb.append(PAD_ALPHABET.charAt((i + j) % PAD_ALPHABET.length()));
         }
         return sb.toString();
-    }
-
-    private static String required(Map<String, String> args, String name) {
-        String v = args.get(name);
-        if (v == null || v.isEmpty()) {
-            throw new IllegalArgumentException("--" + name + " is required");
-        }
-        return v;
     }
 
     private String codec() {
@@ -124,22 +113,9 @@ public final class InteropDriver {
         }
     }
 
-    private long remainingMs() {
-        long left = TimeUnit.NANOSECONDS.toMillis(deadlineNanos - System.nanoTime());
-        if (left <= 0) {
-            String progress = "consume".equals(phase) ? " (" + records.size() + " of " + count + " records)" : "";
-            throw new IllegalStateException("timed out during " + phase + progress);
-        }
-        return left;
-    }
-
-    private void enter(String next) {
-        long now = System.nanoTime();
-        if (!"start".equals(phase)) {
-            timings.put(phase, TimeUnit.NANOSECONDS.toMillis(now - phaseStart));
-        }
-        phase = next;
-        phaseStart = now;
+    @Override
+    String progress() {
+        return "consume".equals(phase) ? " (" + records.size() + " of " + count + " records)" : "";
     }
 
     private Properties common() {
@@ -149,7 +125,8 @@ public final class InteropDriver {
         return p;
     }
 
-    private void run() throws Exception {
+    @Override
+    void run() throws Exception {
         long started = System.nanoTime();
         String codec = codec();
         Properties adminProps = common();
@@ -237,134 +214,23 @@ public final class InteropDriver {
         timings.put("total", TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started));
     }
 
-    /** kafka-clients' version, from the properties file its jar carries (the parser class is internal). */
-    private static String kafkaVersion() {
-        try (var in = Admin.class.getResourceAsStream("/kafka/kafka-version.properties")) {
-            Properties p = new Properties();
-            if (in != null) {
-                p.load(in);
-            }
-            return p.getProperty("version", "unknown");
-        } catch (java.io.IOException e) {
-            return "unknown";
-        }
-    }
-
-    private static String json(String s) {
-        StringBuilder sb = new StringBuilder(s.length() + 2).append('"');
-        for (int n = 0; n < s.length(); n++) {
-            char c = s.charAt(n);
-            switch (c) {
-                case '"': sb.append("\\\""); break;
-                case '\\': sb.append("\\\\"); break;
-                case '\n': sb.append("\\n"); break;
-                case '\r': sb.append("\\r"); break;
-                case '\t': sb.append("\\t"); break;
-                default:
-                    if (c < 0x20) {
-                        sb.append(String.format("\\u%04x", (int) c));
-                    } else {
-                        sb.append(c);
-                    }
-            }
-        }
-        return sb.append('"').toString();
-    }
-
-    private static String jsonOffsets(Map<Integer, Long> m) {
-        StringBuilder sb = new StringBuilder("{");
-        m.forEach((p, o) -> sb.append(sb.length() > 1 ? "," : "").append(json(p.toString())).append(':').append(o));
-        return sb.append('}').toString();
-    }
-
-    private String report() {
-        StringBuilder sb = new StringBuilder(records.size() * 140 + 1024);
-        sb.append("{\"client\":\"java\",\"client_version\":")
-            .append(json("kafka-clients " + kafkaVersion()))
-            .append(",\"mode\":").append(json(mode))
-            .append(",\"produced\":").append(produced)
-            .append(",\"records\":[");
-        for (int n = 0; n < records.size(); n++) {
-            Object[] r = records.get(n);
-            if (n > 0) {
-                sb.append(',');
-            }
-            sb.append('[').append(r[0]).append(',').append(r[1]).append(',')
-                .append(r[2] == null ? "null" : json((String) r[2])).append(',')
-                .append(r[3] == null ? "null" : json((String) r[3])).append(']');
-        }
-        sb.append("],\"earliest\":").append(jsonOffsets(earliest))
-            .append(",\"latest\":").append(jsonOffsets(latest))
-            .append(",\"errors\":[");
+    @Override
+    String report() {
         List<String> errs = new ArrayList<>(errors);
         if (errorCount.get() > errs.size()) {
             errs.add(errorCount.get() + " errors in all");
         }
-        for (int n = 0; n < errs.size(); n++) {
-            sb.append(n > 0 ? "," : "").append(json(errs.get(n)));
-        }
-        sb.append("],\"timings_ms\":{");
-        int n = 0;
-        for (Map.Entry<String, Long> t : timings.entrySet()) {
-            sb.append(n++ > 0 ? "," : "").append(json(t.getKey().replace(' ', '_'))).append(':').append(t.getValue());
-        }
-        return sb.append("}}").toString();
-    }
-
-    private static Map<String, String> parseArgs(String[] argv) {
-        Map<String, String> args = new HashMap<>();
-        for (int n = 0; n < argv.length; n += 2) {
-            if (!argv[n].startsWith("--") || n + 1 >= argv.length) {
-                throw new IllegalArgumentException("bad argument " + argv[n]);
-            }
-            args.put(argv[n].substring(2), argv[n + 1]);
-        }
-        return args;
-    }
-
-    private static void fail(String reason) {
-        System.err.println("interop-driver: " + reason.replace('\n', ' '));
-        System.err.flush();
-        Runtime.getRuntime().halt(1);
+        return "{\"client\":\"java\",\"client_version\":" + json(clientVersion())
+            + ",\"mode\":" + json(mode)
+            + ",\"produced\":" + produced
+            + ",\"records\":" + jsonRecords(records)
+            + ",\"earliest\":" + jsonNumbers(earliest)
+            + ",\"latest\":" + jsonNumbers(latest)
+            + ",\"errors\":" + jsonStrings(errs)
+            + ",\"timings_ms\":" + jsonNumbers(timings) + "}";
     }
 
     public static void main(String[] argv) {
-        InteropDriver driver;
-        Path out;
-        try {
-            Map<String, String> args = parseArgs(argv);
-            driver = new InteropDriver(args);
-            out = Path.of(required(args, "out"));
-        } catch (IllegalArgumentException e) {
-            fail(e.getMessage());
-            return;
-        }
-        long watchdogMs = TimeUnit.NANOSECONDS.toMillis(driver.deadlineNanos - System.nanoTime()) + 5000;
-        Thread watchdog = new Thread(() -> {
-            try {
-                Thread.sleep(watchdogMs);
-                fail("timed out during " + driver.phase);
-            } catch (InterruptedException ignored) {
-                // finished in time
-            }
-        }, "interop-watchdog");
-        watchdog.setDaemon(true);
-        watchdog.start();
-        try {
-            driver.run();
-            Files.writeString(out, driver.report(), StandardCharsets.UTF_8);
-        } catch (Throwable t) {
-            Throwable cause = t instanceof ExecutionException && t.getCause() != null ? t.getCause() : t;
-            if (cause instanceof IllegalStateException) { // the driver's own verdict: no trace needed
-                fail("during " + driver.phase + ": " + cause.getMessage());
-                return;
-            }
-            StringWriter trace = new StringWriter();
-            cause.printStackTrace(new PrintWriter(trace));
-            System.err.print(trace);
-            fail("during " + driver.phase + ": " + cause);
-            return;
-        }
-        System.exit(0);
+        runDriver("interop-driver", argv, InteropDriver::new);
     }
 }
