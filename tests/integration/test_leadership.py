@@ -86,20 +86,25 @@ def test_reassignment_moves_a_partition_and_its_data(java_tools: None, cluster: 
 
 
 def test_reassignment_in_progress_is_listed_and_can_be_cancelled(java_tools: None, cluster: BrokerCluster) -> None:
-    create_assigned(cluster, "held", [0, 1])
-    admin = JavaAdmin(cluster.bootstrap)
-    frozen = cluster.brokers[2]
+    controller = cluster.controller()
+    frozen = next(b for b in reversed(cluster.brokers) if b.broker_id != controller)  # the controller must answer
+    original = [b.broker_id for b in cluster.brokers if b is not frozen]
+    create_assigned(cluster, "held", original)
+    admin = JavaAdmin(
+        ",".join(b.bootstrap for b in cluster.brokers if b is not frozen)
+    )  # a stopped broker never answers
     assert frozen.proc is not None
     os.kill(frozen.proc.pid, signal.SIGSTOP)  # registered still, but it cannot catch up
     try:
-        assert admin.reassign("held", 0, [0, 1, 2]) == {"ok": True}
-        assert admin.reassignments() == {"held-0": {"replicas": [0, 1, 2], "adding": [2], "removing": []}}
+        assert admin.reassign("held", 0, [*original, frozen.broker_id]) == {"ok": True}
+        expected = {"replicas": [*original, frozen.broker_id], "adding": [frozen.broker_id], "removing": []}
+        assert admin.reassignments() == {"held-0": expected}
         assert admin.cancel("held", 0) == {"ok": True}
         assert admin.reassignments() == {}
     finally:
         os.kill(frozen.proc.pid, signal.SIGCONT)
-    cluster.wait_for(lambda md: md.topics["held"].partitions[0].replicas == [0, 1], "back on the original replicas")
-    wait_until(lambda: not partition_dirs(cluster, 2, "held"), "broker 2 to drop the replica it had started")
+    cluster.wait_for(lambda md: md.topics["held"].partitions[0].replicas == original, "back on the original replicas")
+    wait_until(lambda: not partition_dirs(cluster, frozen.broker_id, "held"), "the frozen broker to drop its replica")
     assert produce(cluster.bootstrap, "held", 50) == [None] * 50
 
 
