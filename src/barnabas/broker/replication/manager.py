@@ -173,9 +173,7 @@ class ReplicaManager:
         else:
             partition_log.hw_follows_log_end = True
             partition_log.high_watermark = partition_log.log_end_offset
-        latest = partition_log.latest_epoch
-        if latest is None or partition_state.leader_epoch > latest:
-            partition_log.leader_epoch_cache.assign(partition_state.leader_epoch, partition_log.log_end_offset)
+        _start_epoch(partition_log, partition_state.leader_epoch)
         leader = LeaderReplica(*tp, partition_log, partition_state, replicas, state.broker_id, state.now_ms())
         self.leaders[tp] = leader
         leader.maybe_advance_high_watermark()
@@ -187,9 +185,7 @@ class ReplicaManager:
     def _lead_on(self, leader: LeaderReplica, replicas: tuple[int, ...], partition_state: PartitionState) -> None:
         """Still the leader, at a new epoch or with new replicas (an election elsewhere, a reassignment)."""
         partition_log = leader.log
-        latest = partition_log.latest_epoch
-        if latest is None or partition_state.leader_epoch > latest:
-            partition_log.leader_epoch_cache.assign(partition_state.leader_epoch, partition_log.log_end_offset)
+        _start_epoch(partition_log, partition_state.leader_epoch)
         if len(replicas) > 1:
             partition_log.hw_follows_log_end = False  # the HW it reached stays; replication moves it on
         else:
@@ -274,6 +270,13 @@ class ReplicaManager:
         log.info("%s-%d: ISR %s -> %s", *tp, list(stored.isr), list(isr))
         if not leader.resigned:
             leader.set_state(wanted)
+
+
+def _start_epoch(partition_log: PartitionLog, leader_epoch: int) -> None:
+    """Record that ``leader_epoch`` starts at the log end, unless the log knows it already."""
+    latest = partition_log.latest_epoch
+    if latest is None or leader_epoch > latest:
+        partition_log.leader_epoch_cache.assign(leader_epoch, partition_log.log_end_offset)
 
 
 def _stop_hw_following_log_end(partition_log: PartitionLog) -> None:
