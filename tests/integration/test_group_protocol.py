@@ -64,10 +64,10 @@ def coordinator_ready(client: RawKafkaClient, group: str) -> None:
         time.sleep(0.05)
 
 
-def join(
-    client: RawKafkaClient, group: str, member_id: str = "", *, instance: str | None = None, session_ms: int = 10000
-) -> Any:
-    request = JoinGroupRequest(
+def join_request(
+    group: str, member_id: str = "", *, instance: str | None = None, session_ms: int = 10000
+) -> JoinGroupRequest:
+    return JoinGroupRequest(
         group_id=group,
         session_timeout=timeout_ms(session_ms),
         rebalance_timeout=timeout_ms(10000),
@@ -76,6 +76,12 @@ def join(
         protocol_type="consumer",
         protocols=(JoinGroupRequestProtocol(name="range", metadata=b"\x00\x01"),),
     )
+
+
+def join(
+    client: RawKafkaClient, group: str, member_id: str = "", *, instance: str | None = None, session_ms: int = 10000
+) -> Any:
+    request = join_request(group, member_id, instance=instance, session_ms=session_ms)
     deadline = time.monotonic() + 30
     while True:
         response = client.request(JOIN_GROUP, 7, request, timeout=30)
@@ -260,3 +266,25 @@ def test_deleting_a_topic_deletes_its_committed_offsets(client: RawKafkaClient, 
         assert time.monotonic() < deadline, "the deleted topic's offsets are still committed"
         time.sleep(0.05)
     assert f"removed 1 offsets of deleted topics {topic}" in broker.log_text()
+
+
+def test_a_joining_member_puts_the_group_in_rebalance(client: RawKafkaClient, broker: BrokerProcess) -> None:
+    """Heartbeats answer REBALANCE_IN_PROGRESS until the old member rejoins; then both get generation 2."""
+    group = unique("rebalance")
+    member, generation = joined_member(client, group)
+    with connect(broker) as second:
+        first_try = join(second, group)
+        assert first_try.error_code == ErrorCode.member_id_required
+        pending = second.send_request(JOIN_GROUP, 7, join_request(group, first_try.member_id))
+        deadline = time.monotonic() + 10
+        while (code := heartbeat(client, group, generation, member)) == ErrorCode.none:
+            assert time.monotonic() < deadline, "the new member's join never started a rebalance"
+            time.sleep(0.02)
+        assert code == ErrorCode.rebalance_in_progress
+        assert commit(client, group, (generation, member), unique("absent"), 1) == ErrorCode.unknown_topic_or_partition
+        rejoined = join(client, group, member)
+        newcomer = second.read_response(JOIN_GROUP, 7, pending, timeout=30)
+    assert (rejoined.error_code, newcomer.error_code) == (ErrorCode.none, ErrorCode.none)
+    assert rejoined.generation_id == newcomer.generation_id == generation + 1
+    assert rejoined.leader == newcomer.leader == member, "the member that rejoined first stays leader"
+    assert len(rejoined.members) == 2 and newcomer.members == ()

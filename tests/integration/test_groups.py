@@ -27,10 +27,13 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
+from kio.schema.heartbeat.v4.request import HeartbeatRequest
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import BrokerCluster
 from tests.support.interop_tools import JAVA_DIR, JAVA_TOOLS, NODE_DIR, build_tools, java_command
+from tests.support.requests import connect
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -301,6 +304,10 @@ def test_the_group_survives_the_loss_of_its_coordinator(tmp_path: Path) -> None:
         assert sorted(consume_confluent(cluster.bootstrap, topic, group, 60)) == sorted(f"value-{i}" for i in range(60))
         admin = cluster.admin()
         coordinator = admin.describe_consumer_groups([group])[group].result(timeout=30).coordinator.id
+        other = next(b for b in cluster.brokers if b.broker_id != coordinator)
+        with connect(other) as raw:  # a broker that does not coordinate the group says so
+            request = HeartbeatRequest(group_id=group, generation_id=1, member_id="m", group_instance_id=None)
+            assert raw.request(12, 4, request).error_code == ErrorCode.not_coordinator
         cluster.brokers[coordinator].kill()
         cluster.wait_for(lambda md: coordinator not in md.brokers, "the coordinator declared dead")
         produce(cluster.bootstrap, topic, 60, 30)
