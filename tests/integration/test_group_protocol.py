@@ -65,12 +65,12 @@ def coordinator_ready(client: RawKafkaClient, group: str) -> None:
 
 
 def join_request(
-    group: str, member_id: str = "", *, instance: str | None = None, session_ms: int = 10000
+    group: str, member_id: str = "", *, instance: str | None = None, session_ms: int = 10000, rebalance_ms: int = 10000
 ) -> JoinGroupRequest:
     return JoinGroupRequest(
         group_id=group,
         session_timeout=timeout_ms(session_ms),
-        rebalance_timeout=timeout_ms(10000),
+        rebalance_timeout=timeout_ms(rebalance_ms),
         member_id=member_id,
         group_instance_id=instance,
         protocol_type="consumer",
@@ -79,9 +79,15 @@ def join_request(
 
 
 def join(
-    client: RawKafkaClient, group: str, member_id: str = "", *, instance: str | None = None, session_ms: int = 10000
+    client: RawKafkaClient,
+    group: str,
+    member_id: str = "",
+    *,
+    instance: str | None = None,
+    session_ms: int = 10000,
+    rebalance_ms: int = 10000,
 ) -> Any:
-    request = join_request(group, member_id, instance=instance, session_ms=session_ms)
+    request = join_request(group, member_id, instance=instance, session_ms=session_ms, rebalance_ms=rebalance_ms)
     deadline = time.monotonic() + 30
     while True:
         response = client.request(JOIN_GROUP, 7, request, timeout=30)
@@ -288,3 +294,34 @@ def test_a_joining_member_puts_the_group_in_rebalance(client: RawKafkaClient, br
     assert rejoined.generation_id == newcomer.generation_id == generation + 1
     assert rejoined.leader == newcomer.leader == member, "the member that rejoined first stays leader"
     assert len(rejoined.members) == 2 and newcomer.members == ()
+
+
+def test_a_member_that_never_syncs_is_removed_after_the_rebalance_timeout(
+    client: RawKafkaClient, broker: BrokerProcess
+) -> None:
+    group = unique("no-sync")
+    coordinator_ready(client, group)
+    first = join(client, group, instance="leader", rebalance_ms=2000)
+    assert sync(client, group, first.generation_id, first.member_id).error_code == ErrorCode.none
+    with connect(broker) as second:
+        pending = second.send_request(JOIN_GROUP, 7, join_request(group, instance="silent", rebalance_ms=2000))
+        deadline = time.monotonic() + 10
+        while heartbeat(client, group, first.generation_id, first.member_id, "leader") == ErrorCode.none:
+            assert time.monotonic() < deadline, "the second member's join never started a rebalance"
+            time.sleep(0.02)
+        rejoined = join(client, group, first.member_id, instance="leader", rebalance_ms=2000)
+        silent = second.read_response(JOIN_GROUP, 7, pending, timeout=30)
+        assert rejoined.generation_id == silent.generation_id == first.generation_id + 1
+        assert sync(client, group, rejoined.generation_id, rejoined.member_id).error_code == ErrorCode.none
+        # The silent member never sends SyncGroup: 2 s later it is removed and the group rebalances.
+        deadline = time.monotonic() + 10
+        while (
+            code := heartbeat(client, group, rejoined.generation_id, rejoined.member_id, "leader")
+        ) == ErrorCode.none:
+            assert time.monotonic() < deadline, "the member that never synced is still in the group"
+            time.sleep(0.05)
+        assert code == ErrorCode.rebalance_in_progress
+        alone = join(client, group, rejoined.member_id, instance="leader", rebalance_ms=2000)
+        assert alone.generation_id == rejoined.generation_id + 1
+        assert [m.member_id for m in alone.members] == [rejoined.member_id]
+    assert "removing members that never sent SyncGroup" in broker.log_text()

@@ -12,7 +12,8 @@ purgatories:
   Members that did not rejoin are dropped, the generation moves on, the protocol is voted, and
   the leader gets every member's metadata.
 - SyncGroup parks members until the leader's assignment is written to ``__consumer_offsets``;
-  then every member gets its share and the group is Stable.
+  then every member gets its share and the group is Stable. Members that send no SyncGroup
+  within the rebalance timeout are removed and the group rebalances (Kafka 3's pending sync).
 - A member whose session timeout passes without a heartbeat (or join, sync, commit) is removed,
   and the group rebalances. Members parked in a join or sync are kept alive meanwhile.
 - Version 4+ joins without a member id get MEMBER_ID_REQUIRED with a new id; static members
@@ -129,6 +130,7 @@ class GroupCoordinator:
         self._member_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._join_timers: dict[str, asyncio.TimerHandle] = {}
         self._initial_delay: set[str] = set()  # groups whose first rebalance waits for more members
+        self._sync_timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[object]] = set()
 
     # -- ownership -----------------------------------------------------------------------------
@@ -174,6 +176,7 @@ class GroupCoordinator:
         if (timer := self._join_timers.pop(group.group_id, None)) is not None:
             timer.cancel()
         self._initial_delay.discard(group.group_id)
+        self._cancel_pending_sync(group)
         group.transition_to(GroupState.DEAD, self._now())
         self.groups.pop(group.group_id, None)
 
@@ -344,6 +347,7 @@ class GroupCoordinator:
         if group.is_in(GroupState.COMPLETING_REBALANCE):
             self._propagate_assignment(group, ErrorCode.rebalance_in_progress, reset=True)
         from_empty = group.is_in(GroupState.EMPTY)
+        self._cancel_pending_sync(group)
         group.transition_to(GroupState.PREPARING_REBALANCE, self._now())
         log.info("group %s rebalances from generation %d: %s", group.group_id, group.generation, reason)
         if from_empty:
@@ -407,6 +411,40 @@ class GroupCoordinator:
             )
             self._schedule_expiry(group, member, member.session_timeout_ms)
             member.is_new = False
+        self._await_syncs(group)
+
+    def _await_syncs(self, group: Group) -> None:
+        """Every member must now send SyncGroup within the rebalance timeout (Kafka's DelayedSync)."""
+        self._cancel_pending_sync(group)
+        group.pending_sync = set(group.members)
+        generation = group.generation
+        self._sync_timers[group.group_id] = asyncio.get_running_loop().call_later(
+            group.rebalance_timeout_ms / 1000, self._pending_sync_expired, group, generation
+        )
+
+    def _cancel_pending_sync(self, group: Group) -> None:
+        group.pending_sync.clear()
+        if (timer := self._sync_timers.pop(group.group_id, None)) is not None:
+            timer.cancel()
+
+    def _synced(self, group: Group, member_id: str) -> None:
+        group.pending_sync.discard(member_id)
+        if not group.pending_sync and (timer := self._sync_timers.pop(group.group_id, None)) is not None:
+            timer.cancel()
+
+    def _pending_sync_expired(self, group: Group, generation: int) -> None:
+        self._sync_timers.pop(group.group_id, None)
+        if self.groups.get(group.group_id) is not group or group.generation != generation or not group.pending_sync:
+            return
+        if not group.is_in(GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+            return
+        missing = sorted(group.pending_sync)
+        log.info("group %s: removing members that never sent SyncGroup: %s", group.group_id, ", ".join(missing))
+        for member_id in missing:
+            if member_id in group.members:
+                self._cancel_expiry(group.group_id, member_id)
+                group.remove(member_id)
+        self._prepare_rebalance(group, f"members {missing} did not send SyncGroup in time")
 
     # -- SyncGroup -------------------------------------------------------------------------------
 
@@ -441,6 +479,7 @@ class GroupCoordinator:
             return SyncResult(ErrorCode.unknown_member_id)
         if group.is_in(GroupState.PREPARING_REBALANCE):
             return SyncResult(ErrorCode.rebalance_in_progress)
+        self._synced(group, member_id)
         if group.is_in(GroupState.STABLE):
             self._schedule_expiry(group, member, member.session_timeout_ms)
             return SyncResult(ErrorCode.none, member.assignment, group.protocol_type, group.protocol_name)
@@ -782,9 +821,10 @@ class GroupCoordinator:
             self.unload(partition)
         for task in list(self._tasks):
             task.cancel()
-        for timer in self._member_timers.values():
+        for timer in [*self._member_timers.values(), *self._sync_timers.values()]:
             timer.cancel()
         self._member_timers.clear()
+        self._sync_timers.clear()
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,8 @@ Kafka's GroupMetadata and MemberMetadata (core/.../coordinator/group in 3.x):
 - A member "awaits join" while its JoinGroup is parked (``join_future``) and "awaits sync"
   while its SyncGroup is (``sync_future``); the coordinator completes those futures.
 - Offsets live with the group: (topic, partition) → the committed value.
+- After a rebalance every member must send SyncGroup within the rebalance timeout; those that
+  have not yet are ``pending_sync`` (newer Kafka removes them when the time is up).
 
 Nothing here schedules or writes anything: the coordinator does, with this as its state.
 """
@@ -95,6 +97,8 @@ class Group:
     generation: int = 0
     members: dict[str, Member] = field(default_factory=dict)
     pending_members: set[str] = field(default_factory=set)
+    #: Members of this generation that have not sent SyncGroup yet (Kafka's pendingSyncMembers).
+    pending_sync: set[str] = field(default_factory=set)
     static_members: dict[str, str] = field(default_factory=dict)
     offsets: dict[tuple[str, int], OffsetCommitValue] = field(default_factory=dict)
     state_timestamp_ms: int = -1
@@ -130,6 +134,7 @@ class Group:
 
     def remove(self, member_id: str) -> Member | None:
         member = self.members.pop(member_id, None)
+        self.pending_sync.discard(member_id)
         if member is None:
             return None
         if member.group_instance_id is not None and self.static_members.get(member.group_instance_id) == member_id:
