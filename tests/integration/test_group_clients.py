@@ -17,6 +17,13 @@ close()/disconnect() sent LeaveGroup and waited for its answer, so no polling is
 Cases: kafkajs → kafkajs, java → java, and kafkajs → java (both use the "consumer" protocol
 type, so the Java member joins the group kafkajs left and resumes from kafkajs's offsets).
 
+Coordinator failover (kafkajs, java): a 3-broker cluster of its own, the topic replicated 3 ways
+(``min.insync.replicas=2``). After phase 1 the broker coordinating the group (the leader of its
+``__consumer_offsets`` partition) is killed with SIGKILL; once the others no longer list it,
+phase 2 runs against the two survivors and must resume from the offsets committed on the dead
+coordinator, now served by a different one. This case always starts its own cluster
+(``BARNABAS_TEST_BOOTSTRAP`` does not apply); both drivers get every live broker as bootstrap.
+
 Broker: one module-scoped barnabas with ``group.initial.rebalance.delay.ms=0`` (a new group's
 first join would otherwise wait 3 s), or the broker at ``BARNABAS_TEST_BOOTSTRAP`` (host:port).
 Prerequisites as for test_client_interop.py: java/javac/mvn and node/npm (missing tools fail).
@@ -40,6 +47,7 @@ from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, Ka
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.cluster import BrokerCluster
 from tests.support.interop_tools import JAVA_DIR, JAVA_TOOLS, NODE_DIR, REPO, build_tools, java_command
 
 BOOTSTRAP_ENV = "BARNABAS_TEST_BOOTSTRAP"
@@ -106,9 +114,14 @@ def _tail(text: str, n: int = 25) -> str:
     return "\n".join(text.strip().splitlines()[-n:])
 
 
-def _broker_log(broker: BrokerProcess | None) -> str:
+def _broker_log(broker: BrokerProcess | BrokerCluster | None) -> str:
     if broker is None:
         return "(external broker: no log)"
+    if isinstance(broker, BrokerCluster):
+        alive = broker.alive()
+        return "\n".join(
+            f"-- broker {b.broker_id}{'' if b in alive else ' (dead)'}:\n{_broker_log(b)}" for b in broker.brokers
+        )
     lines = [line for line in broker.output if "__consumer_offsets" not in line or "WARN" in line or "ERROR" in line]
     return _tail("\n".join(lines), 40)
 
@@ -159,7 +172,7 @@ def group_offsets(admin: AdminClient, group: str, topic: str) -> dict[int, int]:
 
 
 def run_driver(
-    driver: Driver, bootstrap: str, topic: str, group: str, *, out: Path, broker: BrokerProcess | None
+    driver: Driver, bootstrap: str, topic: str, group: str, *, out: Path, broker: BrokerProcess | BrokerCluster | None
 ) -> Any:
     if driver.problem:
         pytest.fail(driver.problem, pytrace=False)
@@ -279,6 +292,64 @@ def test_group_consume_commit_resume(
             )
         check_group_after(admin, group, topic, ends)
         earlier |= set(expected)
+
+
+FAILOVER_PROPERTIES = {
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": "5",
+    "min.insync.replicas": "2",
+}
+
+
+def _coordinator(admin: AdminClient, group: str) -> int:
+    return int(admin.describe_consumer_groups([group])[group].result(TIMEOUT).coordinator.id)
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("client", ["kafkajs", "java"])
+def test_group_resumes_after_its_coordinator_is_killed(
+    client: str, *, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    fixtures = {"kafkajs": "node_group_driver", "java": "java_group_driver"}
+    driver: Driver = request.getfixturevalue(fixtures[client])
+    cluster = BrokerCluster(tmp_path, 3, properties=FAILOVER_PROPERTIES).start()
+    try:
+        topic, group = f"failover-{client}", f"failover-group-{client}"
+        cluster.create_topic(topic, PARTITIONS, 3)
+
+        def run_phase(phase: int, earlier: set[tuple[int, int]]) -> tuple[set[tuple[int, int]], AdminClient]:
+            live = ",".join(b.bootstrap for b in cluster.alive())
+            admin = AdminClient({"bootstrap.servers": live})
+            expected = produce(live, topic, (phase - 1) * COUNT, COUNT)
+            ends = end_offsets(admin, topic)
+            assert ends == {p: phase * COUNT // PARTITIONS for p in range(PARTITIONS)}, f"end offsets {ends}"
+            report = run_driver(driver, live, topic, group, out=tmp_path / f"phase-{phase}.json", broker=cluster)
+            request.node.user_properties.append((f"phase{phase}_timings_ms", report.get("timings_ms")))
+            problems = phase_problems(report, expected, earlier, ends)
+            if problems:
+                pytest.fail(
+                    f"phase {phase} ({report.get('client_version')}, group {group}, brokers {live}):\n  "
+                    + "\n  ".join(problems),
+                    pytrace=False,
+                )
+            check_group_after(admin, group, topic, ends)
+            return earlier | set(expected), admin
+
+        earlier, admin = run_phase(1, set())
+        coordinator = _coordinator(admin, group)
+        killed = time.monotonic()
+        cluster.brokers[coordinator].kill()
+        cluster.wait_for(lambda md: coordinator not in md.brokers, f"broker {coordinator} (coordinator) declared dead")
+        print(
+            f"coordinator {coordinator} killed; the others stopped listing it {time.monotonic() - killed:.2f} s later"
+        )
+
+        _, survivors = run_phase(2, earlier)
+        moved = _coordinator(survivors, group)
+        assert moved != coordinator, f"group {group} is still coordinated by the killed broker {coordinator}"
+        assert moved in {b.broker_id for b in cluster.alive()}, f"new coordinator {moved} is not a live broker"
+    finally:
+        cluster.stop()
 
 
 # ---------------------------------------------------------------- the phase checker itself (no broker)

@@ -29,10 +29,10 @@ const stderrLogCreator = () => ({ namespace, label, log }) => {
   process.stderr.write(`kafkajs ${label} [${namespace}] ${log.message}\n`)
 }
 
-// The kafkajs client settings every tool uses.
+// The kafkajs client settings every tool uses; --bootstrap may list several host:port, comma-separated.
 const kafkaConfig = (clientId, bootstrap) => ({
   clientId,
-  brokers: [bootstrap],
+  brokers: bootstrap.split(',').map(b => b.trim()).filter(b => b),
   connectionTimeout: 5000,
   requestTimeout: 30000,
   logLevel: logLevel.WARN,
