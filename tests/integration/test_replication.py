@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from tests.contract.servers.zookeeper import ZooKeeperServer
 from tests.support.cluster import BrokerCluster
@@ -174,7 +174,11 @@ def test_added_partitions_continue_the_round_robin(cluster: BrokerCluster) -> No
     cluster.create_topic("grown", 2, 1)
     admin = cluster.admin()  # kept alive until the future resolves
     admin.create_partitions([NewPartitions("grown", 6)])["grown"].result(timeout=30)
-    cluster.wait_for(lambda md: len(md.topics["grown"].partitions) == 6, "six partitions")
-    replicas = {p.id: p.replicas for p in cluster.metadata().topics["grown"].partitions.values()}
-    first = replicas[0][0]
-    assert replicas == {i: [(first + i) % 3] for i in range(6)}
+
+    def round_robin(md: ClusterMetadata) -> bool:
+        topic = md.topics.get("grown")
+        replicas = {p.id: p.replicas for p in topic.partitions.values()} if topic is not None else {}
+        return len(replicas) == 6 and replicas == {i: [(replicas[0][0] + i) % 3] for i in range(6)}
+
+    # A broker that has not read the new partitions yet shows two; one that has must show this placement.
+    cluster.wait_for(round_robin, "six partitions placed round robin from partition 0's leader")
