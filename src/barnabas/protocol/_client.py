@@ -40,7 +40,7 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial.errors import SerialError
 
 from ._errors import LocalProtocolError, RemoteProtocolError, UnsupportedApiError
-from ._requests import _reader, request_schema
+from ._requests import _reader, request_schema, skip_header_tags
 from ._responses import _writer
 from ._tagged import strip_unknown_tags
 
@@ -165,32 +165,6 @@ def response_correlation_id(frame: bytes) -> int:
     return int(correlation_id)
 
 
-def _skip_tagged_fields(frame: bytes, pos: int) -> int:
-    count, pos = _read_uvarint(frame, pos)
-    for _ in range(count):
-        _, pos = _read_uvarint(frame, pos)
-        size, pos = _read_uvarint(frame, pos)
-        pos += size
-    if pos > len(frame):
-        raise RemoteProtocolError("response header is truncated (tagged fields)")
-    return pos
-
-
-def _read_uvarint(frame: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(frame):
-            raise RemoteProtocolError("response header is truncated (tagged fields)")
-        byte = frame[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 35:
-            raise RemoteProtocolError("unsigned varint is too long")
-
-
 def _read_body(schema: type[Any], frame: bytes, offset: int) -> Any:
     try:
         body, size = _reader(schema)(frame, offset)
@@ -232,7 +206,7 @@ def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, 
     correlation_id = response_correlation_id(frame)
     offset = 4
     if schema.__header_schema__ is ResponseHeaderV1:
-        offset = _skip_tagged_fields(frame, offset)
+        offset = skip_header_tags(frame, offset, "response header")
     if (
         api_key == _API_VERSIONS
         and api_version > 0

@@ -100,15 +100,15 @@ def _parse_header(frame: bytes, flexible: bool) -> tuple[RequestHeader, int]:
             raise RemoteProtocolError("client_id is not UTF-8") from exc
         pos += length
     if flexible:
-        pos = _skip_tagged_fields(frame, pos)
+        pos = skip_header_tags(frame, pos, "request header")
     return RequestHeader(api_key, api_version, correlation_id, client_id), pos
 
 
-def _read_uvarint(frame: bytes, pos: int) -> tuple[int, int]:
+def _read_uvarint(frame: bytes, pos: int, where: str) -> tuple[int, int]:
     value = shift = 0
     while True:
         if pos >= len(frame):
-            raise RemoteProtocolError("request header is truncated (tagged fields)")
+            raise RemoteProtocolError(f"{where} is truncated (tagged fields)")
         byte = frame[pos]
         pos += 1
         value |= (byte & 0x7F) << shift
@@ -119,14 +119,19 @@ def _read_uvarint(frame: bytes, pos: int) -> tuple[int, int]:
             raise RemoteProtocolError("unsigned varint is too long")
 
 
-def _skip_tagged_fields(frame: bytes, pos: int) -> int:
-    count, pos = _read_uvarint(frame, pos)
+def skip_header_tags(frame: bytes, pos: int, where: str) -> int:
+    """Skip the tagged-field section of a flexible request or response header (``where`` names it).
+
+    Raises:
+        RemoteProtocolError: the section runs past the frame.
+    """
+    count, pos = _read_uvarint(frame, pos, where)
     for _ in range(count):
-        _, pos = _read_uvarint(frame, pos)
-        size, pos = _read_uvarint(frame, pos)
+        _, pos = _read_uvarint(frame, pos, where)
+        size, pos = _read_uvarint(frame, pos, where)
         pos += size
     if pos > len(frame):
-        raise RemoteProtocolError("request header is truncated (tagged fields)")
+        raise RemoteProtocolError(f"{where} is truncated (tagged fields)")
     return pos
 
 
