@@ -473,6 +473,7 @@ def test_metadata_response_of_the_benchmark_shape_matches_kio() -> None:
 # --- wire primitives ------------------------------------------------------------------------
 
 
+@settings(deadline=None)  # no per-example deadline: a busy machine must not fail an encoding check
 @given(st.integers(0, 2**64 - 1))
 def test_uvarint_matches_kio(value: int) -> None:
     buf = io.BytesIO()
@@ -480,6 +481,7 @@ def test_uvarint_matches_kio(value: int) -> None:
     assert wire.uvarint(value) == buf.getvalue()
 
 
+@settings(deadline=None)  # the first example imports kafka-python, which can take longer than 200 ms
 @given(int64s)
 def test_varlong_and_varint_match_kafka_python(value: int) -> None:
     from kafka.record.util import encode_varint
