@@ -2,8 +2,12 @@
 
 Rules this module keeps (Kafka's SocketServer/RequestChannel semantics):
 
-- Requests on one connection are handled one at a time and answered in order; clients
-  pipeline, the broker does not reorder.
+- Requests on one connection are answered in order; clients pipeline, the broker does not
+  reorder. They are handled one at a time, except that a pipelined API (Produce) only has its
+  synchronous part (offsets assigned, writes queued) done before the next request starts; its
+  answer waits in a queue behind earlier ones. Any other request waits until every earlier
+  answer is out, so it sees their effects as it would in Kafka (at most
+  ``MAX_PIPELINED`` answers wait at once).
 - A frame over ``socket.request.max.bytes``, an unknown API key, an unsupported version of
   anything but ApiVersions, a request that does not decode, or a stream that ends inside a
   frame closes the connection with one log line. Nothing a client sends raises past here.
@@ -19,6 +23,7 @@ import asyncio
 import enum
 import inspect
 import logging
+from collections import deque
 from typing import Any, cast
 
 from barnabas.protocol import (
@@ -41,6 +46,8 @@ log = logging.getLogger(__name__)
 
 #: Pause reading when this many bytes of complete-but-unhandled input are buffered.
 PAUSE_READING_AT = 8 << 20
+#: Answers of pipelined requests that may wait at once before the connection stops reading requests.
+MAX_PIPELINED = 16
 
 
 class Phase(enum.Enum):
@@ -63,6 +70,10 @@ class KafkaConnection(asyncio.Protocol):
         self._can_write.set()
         self._reading_paused = False
         self._task: asyncio.Task[None] | None = None
+        #: Answers not yet written, in request order (pipelined requests' tasks, and what follows them).
+        self._answers: deque[tuple[str, asyncio.Future[Any]]] = deque()
+        self._answers_done = asyncio.Event()
+        self._answers_done.set()
 
     # -- asyncio.Protocol callbacks -------------------------------------------------------
 
@@ -130,6 +141,8 @@ class KafkaConnection(asyncio.Protocol):
                     await self._wakeup.wait()
                     continue
                 assert isinstance(frame, bytes)
+                if not self._can_write.is_set():
+                    await self._can_write.wait()
                 await self._handle(frame)
         except asyncio.CancelledError:
             pass
@@ -164,16 +177,51 @@ class KafkaConnection(asyncio.Protocol):
         except RemoteProtocolError as exc:
             self.close(f"{spec.name} v{api_version}: {exc}")
             return
+        if self._answers and not spec.pipelined:
+            await self._answers_done.wait()
         result: Any = spec.handler(self._state, request)
         if inspect.isawaitable(result):
+            if spec.pipelined:
+                self._queue_answer(spec.name, asyncio.ensure_future(result))
+                while len(self._answers) >= MAX_PIPELINED:
+                    await asyncio.wait([self._answers[0][1]])
+                return
             result = await result
-        if result is CLOSE_CONNECTION:
-            self.close(f"{spec.name} failed and the client asked for no response")
+        if self._answers:  # behind pipelined answers still being worked on
+            done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            done.set_result(result)
+            self._queue_answer(spec.name, done)
             return
-        if result is not None:
+        self._answer(spec.name, result)
+        if not self._can_write.is_set():
+            await self._can_write.wait()
+
+    def _queue_answer(self, name: str, answer: asyncio.Future[Any]) -> None:
+        self._answers.append((name, answer))
+        self._answers_done.clear()
+        answer.add_done_callback(self._write_ready_answers)
+
+    def _write_ready_answers(self, _: object = None) -> None:
+        answers = self._answers
+        while answers and answers[0][1].done():
+            name, answer = answers.popleft()
+            if answer.cancelled():
+                self.close()
+                continue
+            exc = answer.exception()
+            if exc is not None:
+                log.error("unexpected error serving %s", self._peer, exc_info=exc)
+                self.close()
+                continue
+            self._answer(name, answer.result())
+        if not answers:
+            self._answers_done.set()
+
+    def _answer(self, name: str, result: Any) -> None:
+        if result is CLOSE_CONNECTION:
+            self.close(f"{name} failed and the client asked for no response")
+        elif result is not None:
             self._write(result)
-            if not self._can_write.is_set():
-                await self._can_write.wait()
 
     def _write(self, response: bytes | list[bytes | memoryview]) -> None:
         if self._transport is None or self._phase is not Phase.OPEN:

@@ -42,6 +42,9 @@ class ApiSpec:
     handler: Handler
     #: Lowest version actually served, when lower ones are advertised but refused.
     accept_min: int | None = None
+    #: The connection may read and start the next request while this one's awaitable runs
+    #: (answers still go out in order); any other request waits for those to finish first.
+    pipelined: bool = False
 
     def accepts(self, version: int) -> bool:
         low = self.min_version if self.accept_min is None else self.accept_min

@@ -14,6 +14,7 @@ another thread is a cleaning pass (``LogManager.cleaner.clean(job)``), which sha
 the logs but the job it was given.
 """
 
+from .append_writer import AppendWriter
 from .checkpoint import CLEANER_OFFSET_CHECKPOINT, EpochEntry
 from .cleaner import CleaningAbortedError, CleaningJob, CleaningResult
 from .cleaner_config import CleanerConfig
@@ -48,6 +49,7 @@ from .log import (
     MaintenanceResult,
     OffsetAndTimestamp,
     PartitionLog,
+    PendingAppend,
     ReadResult,
 )
 from .log_manager import LogManager
@@ -60,6 +62,7 @@ __all__ = [
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
     "AppendResult",
+    "AppendWriter",
     "CleanerConfig",
     "CleanerManager",
     "CleaningAbortedError",
@@ -91,6 +94,7 @@ __all__ = [
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
     "PartitionLog",
+    "PendingAppend",
     "ProducerStateManager",
     "ReadResult",
     "RecordBatchTooLargeError",

@@ -3,7 +3,15 @@
 Rules this module keeps:
 
 - Single-threaded: the broker calls from its event loop thread, so there are no locks. No clock
-  is read: every method that needs the time takes ``now_ms``.
+  is read: every method that needs the time takes ``now_ms``. The one exception is the ``os.write``
+  of a leader's batch, which an attached :class:`AppendWriter` thread may do
+  (:meth:`PartitionLog.begin_append_as_leader`): offsets and segment bytes are reserved in order
+  on the owner's thread, the writes land in that order, and :meth:`PartitionLog.complete_appends`
+  makes them readable in that order. The log end offset, high watermark and producer state move
+  only at completion, so nothing (a consumer, a follower, acks) sees a batch before its write
+  landed. Every other change to the log first waits for the writes in flight (``_drain``). A
+  failed write fails its append and every later one in flight, and the segment is cut back to
+  the last completed batch.
 - Batches stay opaque. A client's batch is checked through its v2 header (``validate_batch``),
   then only baseOffset, partitionLeaderEpoch and, for LogAppendTime, attributes + maxTimestamp
   (re-CRCed by ``set_log_append_time``) are patched in place. Nothing is decompressed. A
@@ -34,12 +42,15 @@ Rules this module keeps:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import uuid
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -59,6 +70,7 @@ from barnabas.protocol import (
     validate_produce_records,
 )
 
+from .append_writer import AppendWriter, WriteState
 from .config import LogConfig
 from .errors import (
     CorruptCheckpointError,
@@ -86,6 +98,7 @@ __all__ = [
     "MaintenanceResult",
     "OffsetAndTimestamp",
     "PartitionLog",
+    "PendingAppend",
     "ReadResult",
 ]
 
@@ -108,6 +121,24 @@ class AppendResult:
     #: True when the batch was a producer retry already in the log: nothing was appended.
     duplicate: bool
     max_timestamp: int
+
+
+@dataclass(slots=True, eq=False)
+class PendingAppend:
+    """A leader append whose offsets are assigned and whose write may still be in flight.
+
+    ``landed`` completes once the writer thread has written it (None when nothing is in
+    flight: a duplicate, or a log without a writer). The append counts only after
+    :meth:`PartitionLog.complete_appends` has set ``done``; ``error`` then says whether it failed.
+    """
+
+    result: AppendResult
+    landed: Future[None] | None = None
+    header: RecordBatchHeader | None = None
+    segment: LogSegment | None = None
+    position: int = -1
+    done: bool = False
+    error: BaseException | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +253,14 @@ class PartitionLog:
         self.truncated_below: int | None = None
         #: True for a single replica: leader appends move the high watermark to the log end offset.
         self.hw_follows_log_end = hw_follows_log_end
+        #: Writes leader batches off the owner's thread when set (:meth:`attach_writer`).
+        self._writer: AppendWriter | None = None
+        self._write_state = WriteState()
+        self._inflight: deque[PendingAppend] = deque()
+        #: The offset the next leader append gets: the log end offset plus the appends in flight.
+        self._next_offset = loaded.log_end_offset
+        #: Set while appends after a failed one are being failed and cut back.
+        self._cutting_back: BaseException | None = None
         #: What recovery found, for logging and tests.
         self.load_report = loaded
 
@@ -363,10 +402,36 @@ class PartitionLog:
 
     # --- appending ---------------------------------------------------------------------------
 
-    def append_as_leader(self, records: bytearray | memoryview, leader_epoch: int, now_ms: int) -> AppendResult:
-        """Validate one Produce partition's records, assign offsets and append them.
+    def attach_writer(self, writer: AppendWriter | None) -> None:
+        """Write leader batches on ``writer``'s thread from now on (None: on the caller's thread)."""
+        self._drain()
+        self._writer = writer
 
-        ``records`` is patched in place (baseOffset, partitionLeaderEpoch, LogAppendTime).
+    @property
+    def appends_in_flight(self) -> int:
+        """Leader appends whose offsets are assigned but which are not completed yet."""
+        return len(self._inflight)
+
+    def append_as_leader(self, records: bytearray | memoryview, leader_epoch: int, now_ms: int) -> AppendResult:
+        """Validate, assign offsets and append one Produce partition's records, waiting for the write.
+
+        :meth:`begin_append_as_leader` then :meth:`complete_appends`; raises what either would.
+        """
+        pending = self.begin_append_as_leader(records, leader_epoch, now_ms)
+        if not pending.done:
+            self._drain()
+            self._maybe_flush_on_messages(now_ms)
+        if pending.error is not None:
+            raise pending.error
+        return pending.result
+
+    def begin_append_as_leader(self, records: bytearray | memoryview, leader_epoch: int, now_ms: int) -> PendingAppend:
+        """Validate one Produce partition's records, assign offsets and start appending them.
+
+        ``records`` is patched in place (baseOffset, partitionLeaderEpoch, LogAppendTime) and must
+        stay unchanged until the append is done. With a writer attached the write runs on its
+        thread: the caller waits for ``landed`` and calls :meth:`complete_appends`; otherwise the
+        append is done when this returns.
 
         Raises:
             CorruptRecordError: bad magic, bad CRC-32C, or sizes that run past the records.
@@ -376,9 +441,12 @@ class PartitionLog:
             RecordBatchTooLargeError: the batch exceeds segment.bytes.
             InvalidProducerEpochError, OutOfOrderSequenceError: idempotence checks failed.
             ValueError: ``leader_epoch`` is older than the log's latest epoch (a caller bug).
-            OSError: the disk write failed; nothing was appended.
+            OSError: the disk write failed; nothing was appended (with a writer, in ``error``).
         """
         self._check_open()
+        self._settle_landed()
+        if self._cutting_back is not None or self._write_state.failure is not None:
+            self._drain()
         size = validate_produce_records(records)
         if size < len(records):
             # Bytes after the batch too short to be one: Kafka's iterator never sees them.
@@ -389,9 +457,12 @@ class PartitionLog:
         if leader_epoch >= 0 and latest is not None and leader_epoch < latest:
             raise ValueError(f"leader epoch {leader_epoch} is older than the log's latest epoch {latest}")
 
+        if header.has_producer_id and self._inflight:
+            # Idempotence checks read the producer state, which moves at completion: let it.
+            self._drain()
         duplicate = self._producers.check(header)
         if duplicate is not None:
-            return AppendResult(
+            result = AppendResult(
                 base_offset=duplicate.first_offset,
                 last_offset=duplicate.last_offset,
                 log_append_time_ms=duplicate.timestamp if self._config.log_append_time else -1,
@@ -399,28 +470,25 @@ class PartitionLog:
                 duplicate=True,
                 max_timestamp=duplicate.timestamp,
             )
+            return PendingAppend(result, done=True)
 
-        base_offset = self._log_end_offset
-        patch_batch(records, 0, base_offset, leader_epoch)
         log_append_time = -1
         if self._config.log_append_time:
             set_log_append_time(records, 0, header.size, now_ms)
             log_append_time = now_ms
+        base_offset = self._next_offset
+        patch_batch(records, 0, base_offset, leader_epoch)
         header = parse_batch_header(records)
-
         self._maybe_roll(header, now_ms)
+        if self._next_offset != base_offset:  # the roll waited for a write that failed: cut back
+            base_offset = self._next_offset
+            patch_batch(records, 0, base_offset, leader_epoch)
+            header = parse_batch_header(records)
         if leader_epoch >= 0:
             # Before the append, as UnifiedLog does: an entry without data is harmless, data
             # without its epoch entry is not.
             self._epochs.assign(leader_epoch, base_offset)
-        self.active_segment.append(records, header)
-        self._log_end_offset = header.next_offset
-        self._producers.update(header)
-        if self.hw_follows_log_end:
-            self._high_watermark = self._log_end_offset
-        if self._log_end_offset - self._recovery_point >= self._config.flush_messages:
-            self.flush(now_ms)
-        return AppendResult(
+        result = AppendResult(
             base_offset=base_offset,
             last_offset=header.last_offset,
             log_append_time_ms=log_append_time,
@@ -428,6 +496,72 @@ class PartitionLog:
             duplicate=False,
             max_timestamp=header.max_timestamp,
         )
+        segment = self.active_segment
+        if self._writer is None:
+            segment.append(records, header)
+            self._next_offset = header.next_offset
+            self._after_leader_append(header)
+            self._maybe_flush_on_messages(now_ms)
+            return PendingAppend(result, header=header, done=True)
+        position = segment.reserve(header)
+        landed = self._writer.submit(segment, memoryview(records)[: header.size], position, self._write_state)
+        self._next_offset = header.next_offset
+        pending = PendingAppend(result, landed, header, segment, position)
+        self._inflight.append(pending)
+        return pending
+
+    def complete_appends(self, now_ms: int) -> None:
+        """Complete, in order, every leader append whose write has landed (the owner's thread)."""
+        self._settle_landed()
+        self._maybe_flush_on_messages(now_ms)
+
+    def _settle_landed(self) -> None:
+        inflight = self._inflight
+        while inflight and inflight[0].landed is not None and inflight[0].landed.done():
+            self._settle(inflight.popleft())
+        if not inflight and self._cutting_back is not None:
+            # Every write after the failed one has finished: nothing more can land.
+            self.active_segment.cancel_reservations()
+            self._next_offset = self._log_end_offset
+            self._cutting_back = None
+            self._write_state.clear()
+
+    def _settle(self, pending: PendingAppend) -> None:
+        assert pending.landed is not None and pending.header is not None and pending.segment is not None
+        pending.done = True
+        error = pending.landed.exception() or self._cutting_back
+        if error is None:
+            try:
+                pending.segment.complete_reserved(pending.position, pending.header)
+            except BaseException as exc:
+                error = exc
+        if error is not None:
+            pending.error = error
+            if self._cutting_back is None:
+                logger.error("append to %s at offset %d failed: %s", self.directory, pending.result.base_offset, error)
+            self._cutting_back = error
+            self._write_state.failure = error  # writes still queued skip the file
+            return
+        self._after_leader_append(pending.header)
+
+    def _after_leader_append(self, header: RecordBatchHeader) -> None:
+        self._log_end_offset = header.next_offset
+        self._producers.update(header)
+        if self.hw_follows_log_end:
+            self._high_watermark = self._log_end_offset
+
+    def _maybe_flush_on_messages(self, now_ms: int) -> None:
+        if self._log_end_offset - self._recovery_point >= self._config.flush_messages:
+            self.flush(now_ms)
+
+    def _drain(self) -> None:
+        """Wait for every write in flight and complete them: the log holds no reservation afterwards."""
+        while self._inflight:
+            landed = self._inflight[0].landed
+            if landed is not None:
+                with contextlib.suppress(BaseException):  # settled as the append's error below
+                    landed.result()
+            self._settle_landed()
 
     def append_as_follower(self, records: bytes | bytearray | memoryview, now_ms: int) -> FollowerAppendResult:
         """Append a leader's Fetch response records unchanged (Kafka's UnifiedLog.appendAsFollower).
@@ -455,6 +589,7 @@ class PartitionLog:
             OSError: a write failed; the batches before the failing one stay appended.
         """
         self._check_open()
+        self._drain()
         batches, skipped = self._check_follower_batches(records)
         view = memoryview(records)
         size = 0
@@ -465,7 +600,7 @@ class PartitionLog:
                 # maybeAssignEpochStartOffset, before the data as on the leader path.
                 self._epochs.assign(epoch, header.base_offset)
             self.active_segment.append(view[position : position + header.size], header)
-            self._log_end_offset = header.next_offset
+            self._log_end_offset = self._next_offset = header.next_offset
             if header.is_control:
                 # Transaction markers carry no sequences; replay on load skips them too.
                 self._producers.update_map_end_offset(header.next_offset)
@@ -581,6 +716,7 @@ class PartitionLog:
         crash only needs the new segment.
         """
         self._check_open()
+        self._drain()
         active = self.active_segment
         if active.size == 0:
             return active
@@ -606,6 +742,7 @@ class PartitionLog:
     def flush(self, now_ms: int | None = None) -> None:
         """fsync every segment that may hold data above the recovery point; advance it to the end."""
         self._check_open()
+        self._drain()
         for segment in self._segments[self._floor_segment(self._recovery_point) :]:
             segment.flush()
         self._recovery_point = self._log_end_offset
@@ -723,6 +860,7 @@ class PartitionLog:
     def maintain(self, now_ms: int) -> MaintenanceResult:
         """Retention, time-based flush, producer expiration and delayed file deletion."""
         self._check_open()
+        self._drain()
         result = MaintenanceResult()
         result.removed_files = self._remove_due_files(now_ms)
 
@@ -799,6 +937,7 @@ class PartitionLog:
             ValueError: ``offset`` is negative.
         """
         self._check_open()
+        self._drain()
         if offset < 0:
             raise ValueError(f"cannot truncate to a negative offset {offset}")
         if offset >= self._log_end_offset:
@@ -815,7 +954,7 @@ class PartitionLog:
         self._bases = [s.base_offset for s in keep]
         self.active_segment.truncate_to(end)
         self._note_truncation()
-        self._log_end_offset = end
+        self._log_end_offset = self._next_offset = end
         self._recovery_point = min(self._recovery_point, end)
         self._high_watermark = min(self._high_watermark, end)
         self._epochs.truncate_from_end(end)
@@ -852,6 +991,7 @@ class PartitionLog:
             ValueError: the old segments are not consecutive closed segments of this log.
         """
         self._check_open()
+        self._drain()
         doomed = {id(s) for s in old_segments}
         positions = [i for i, s in enumerate(self._segments[:-1]) if id(s) in doomed]
         if (
@@ -890,6 +1030,7 @@ class PartitionLog:
             ValueError: ``offset`` is negative.
         """
         self._check_open()
+        self._drain()
         if offset < 0:
             raise ValueError(f"cannot start a log at a negative offset {offset}")
         self._structure_version += 1
@@ -906,6 +1047,7 @@ class PartitionLog:
         self._bases = [offset]
         fsync_dir(self.directory)
         self._log_start_offset = self._log_end_offset = self._recovery_point = self._high_watermark = offset
+        self._next_offset = offset
         self._note_truncation()
         self._epochs.clear()
         self._producers.truncate_fully(offset)
@@ -918,6 +1060,7 @@ class PartitionLog:
         """Flush, write a producer snapshot at the log end and release every file (clean shutdown)."""
         if self._closed:
             return
+        self._drain()
         self._structure_version += 1
         self.flush()
         self._producers.update_map_end_offset(self._log_end_offset)
@@ -933,6 +1076,7 @@ class PartitionLog:
         As Kafka does, the dir is first renamed ``<name>.<uuid hex>-delete``: a crash midway
         leaves a name that loading removes rather than a half-deleted partition.
         """
+        self._drain()
         self._structure_version += 1
         for segment in self._segments:
             segment.close()

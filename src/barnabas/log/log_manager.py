@@ -24,6 +24,8 @@ Rules this module keeps:
   swaps it in on the caller's thread; only ``cleaner.clean(job)`` may run on another thread, and
   the caller must let a pass in flight finish (or abort) before :meth:`LogManager.close`.
 - No clock is read: callers pass ``now_ms``.
+- With ``background_writes`` (the default) every log writes its leader batches on one shared
+  :class:`AppendWriter` thread, stopped after the logs are closed.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .append_writer import AppendWriter
 from .checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -91,6 +94,7 @@ class LogManager:
         checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS,
         high_watermark_checkpoint_interval_ms: int = DEFAULT_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS,
         cleaner_config: CleanerConfig | None = None,
+        background_writes: bool = True,
     ) -> None:
         """Create, lock and identify every log dir.
 
@@ -116,6 +120,7 @@ class LogManager:
         self._closed = False
         #: The log cleaner: which compacted log to clean next, its checkpoints, the pass in flight.
         self.cleaner = CleanerManager(cleaner_config or CleanerConfig())
+        self._writer: AppendWriter | None = None
         try:
             for log_dir in self.log_dirs:
                 log_dir.mkdir(parents=True, exist_ok=True)
@@ -125,6 +130,8 @@ class LogManager:
         except BaseException:
             self._release_locks()
             raise
+        if background_writes:
+            self._writer = AppendWriter()
 
     # --- identity and locking ----------------------------------------------------------------
 
@@ -231,6 +238,7 @@ class LogManager:
                     log_start_offset=start_offsets.get(tp),
                     high_watermark=high_watermarks.get(tp),
                 )
+                log.attach_writer(self._writer)
                 self._logs[tp] = (log_dir, log)
                 self.cleaner.reopened(tp)
                 loaded.append(tp)
@@ -284,6 +292,7 @@ class LogManager:
             counts[log_dir] += 1
         log_dir = min(self.log_dirs, key=lambda d: counts[d])
         log = PartitionLog.open(log_dir / partition_dir_name(topic, partition), config, now_ms, topic_id=topic_id)
+        log.attach_writer(self._writer)
         fsync_dir(log_dir)
         self._logs[tp] = (log_dir, log)
         return log
@@ -381,6 +390,8 @@ class LogManager:
                 if log_dir not in failed:
                     write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b'{"version":0,"brokerEpoch":-1}')
         finally:
+            if self._writer is not None:
+                self._writer.close()
             self._release_locks()
             self._closed = True
 

@@ -8,6 +8,11 @@ Rules this module keeps:
   ``os.write`` (one call unless the kernel writes short) and the segment's readable size moves only
   once every byte is written; a failed write is cut back off the file. Reads use ``os.pread`` and
   never look past the readable size, so a reader never sees half a batch.
+- A batch may also be written in three steps so the ``os.write`` can run on another thread
+  (:mod:`.append_writer`): :meth:`LogSegment.reserve` claims the bytes after every earlier
+  reservation, :meth:`LogSegment.write_reserved` (any thread, in reservation order) writes them,
+  and :meth:`LogSegment.complete_reserved` (the owner's thread, in order) makes them readable and
+  indexes them. Rolling decisions count reserved bytes; readers only ever see completed ones.
 - The indexes follow Kafka's LogSegment.append: once more than ``index.interval.bytes`` were
   written since the last entry, the next batch gets an offset index entry (its last offset and its
   position) and the time index gets the largest timestamp seen so far if it grew.
@@ -88,6 +93,8 @@ class LogSegment:
         self._path = offset_path(directory, base_offset, LOG_SUFFIX + file_suffix)
         self._fd: int | None = fd
         self._size = size
+        #: Where the next reserved batch goes: ``_size`` plus the bytes reserved and not completed.
+        self._end = size
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         last = time_index.last_entry
@@ -328,8 +335,8 @@ class LogSegment:
         """Whether the next batch must go to a new segment (LogSegment.shouldRoll, no jitter)."""
         reached_roll_ms = self.time_waited_for_roll(now_ms, max_timestamp) > segment_ms
         return (
-            self._size > segment_bytes - batch_size
-            or (self._size > 0 and reached_roll_ms)
+            self._end > segment_bytes - batch_size
+            or (self._end > 0 and reached_roll_ms)
             or self.offset_index.is_full
             or self.time_index.is_full
             or not self.can_convert_to_relative_offset(last_offset)
@@ -344,6 +351,8 @@ class LogSegment:
         """
         if not self.can_convert_to_relative_offset(header.last_offset):
             raise ValueError(f"offset {header.last_offset} overflows segment {self._path}")
+        if self._end != self._size:
+            raise ValueError(f"segment {self._path} has reserved batches in flight")
         position = self._size
         fd = self._require_fd()
         view = memoryview(batch)[: header.size]
@@ -360,7 +369,7 @@ class LogSegment:
             self._bytes_since_last_index_entry,
             self._rolling_based_timestamp,
         )
-        self._size = position + len(view)
+        self._size = self._end = position + len(view)
         if position == 0:
             self._rolling_based_timestamp = header.max_timestamp
         try:
@@ -369,7 +378,7 @@ class LogSegment:
             # An index write failed: take the batch back out so the log never holds data
             # beyond the offsets its owner handed out.
             os.ftruncate(fd, position)
-            self._size = position
+            self._size = self._end = position
             self.offset_index.truncate_to(header.base_offset)
             self.time_index.truncate_to(header.base_offset)
             (
@@ -380,6 +389,74 @@ class LogSegment:
             ) = saved
             raise
         return position
+
+    def reserve(self, header: RecordBatchHeader) -> int:
+        """Claim the bytes for the batch ``header`` describes after every earlier reservation; return its position.
+
+        Raises:
+            ValueError: the batch's offsets do not fit this segment's relative offsets.
+        """
+        if not self.can_convert_to_relative_offset(header.last_offset):
+            raise ValueError(f"offset {header.last_offset} overflows segment {self._path}")
+        self._require_fd()
+        position = self._end
+        self._end += header.size
+        return position
+
+    def write_reserved(self, batch: bytes | bytearray | memoryview, position: int) -> None:
+        """Write a reserved batch (any thread; reservations of one segment strictly in order).
+
+        The descriptor is O_APPEND, so the bytes land at the file's end, which is ``position``
+        while every earlier reservation was written whole.
+
+        Raises:
+            OSError: the write failed; the file is cut back to ``position``.
+        """
+        fd = self._require_fd()
+        view = memoryview(batch)
+        written = 0
+        try:
+            while written < len(view):
+                written += os.write(fd, view[written:])
+        except BaseException:
+            os.ftruncate(fd, position)
+            raise
+
+    def complete_reserved(self, position: int, header: RecordBatchHeader) -> None:
+        """Make a written reservation readable and index it (the owner's thread, in reservation order)."""
+        if position != self._size:
+            raise ValueError(f"segment {self._path}: completing byte {position}, but {self._size} is readable")
+        saved = (
+            self._max_timestamp,
+            self._offset_of_max_timestamp,
+            self._bytes_since_last_index_entry,
+            self._rolling_based_timestamp,
+        )
+        try:
+            self._after_batch(position, header, header.size)
+        except BaseException:
+            # An index write failed: the batch stays unreadable and unindexed.
+            self.offset_index.truncate_to(header.base_offset)
+            self.time_index.truncate_to(header.base_offset)
+            (
+                self._max_timestamp,
+                self._offset_of_max_timestamp,
+                self._bytes_since_last_index_entry,
+                self._rolling_based_timestamp,
+            ) = saved
+            raise
+        self._size = position + header.size
+        if position == 0:
+            self._rolling_based_timestamp = header.max_timestamp
+
+    def cancel_reservations(self) -> None:
+        """Forget reservations that will never complete and cut the file back to the readable end.
+
+        Only once no write of them can still be running.
+        """
+        if self._end != self._size and self._fd is not None:
+            os.ftruncate(self._fd, self._size)
+        self._end = self._size
 
     def on_become_inactive(self) -> None:
         """Record the final max timestamp in the time index, as Kafka does before a roll."""
@@ -531,7 +608,7 @@ class LogSegment:
         if truncated:
             os.ftruncate(fd, valid)
             logger.warning("segment %s: truncated %d invalid bytes during recovery", self._path, truncated)
-        self._size = valid
+        self._size = self._end = valid
         self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
         return truncated
 
@@ -547,7 +624,7 @@ class LogSegment:
             return 0
         removed = self._size - found.position
         os.ftruncate(self._require_fd(), found.position)
-        self._size = found.position
+        self._size = self._end = found.position
         self._bytes_since_last_index_entry = 0
         if self._size == 0:
             self._rolling_based_timestamp = None

@@ -14,15 +14,21 @@ produce to one gets INVALID_TOPIC_EXCEPTION, as in Kafka.
 Batches are appended as opaque bytes (ARCHITECTURE.md: record batches stay opaque), except that
 the log of a compacted topic looks for keyless records: INVALID_RECORD with Kafka's message and
 per-record errors (RecordErrors, v8+).
+Offsets are assigned while the request is handled, in request order; the segment writes run on
+the log's writer thread, and the answer (or, for acks=0, nothing) waits until they landed.
+Produce is pipelined: the connection starts on the next request meanwhile, and answers in order.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 import logging
 from collections.abc import Awaitable
 from typing import NamedTuple
 
+from barnabas.log import PartitionLog, PendingAppend
 from barnabas.protocol import (
     CorruptRecordError,
     ErrorCode,
@@ -46,6 +52,17 @@ def _failure(
     return ProducePartitionResult(index, code, -1, -1, -1, message, record_errors)
 
 
+def _error_result(topic_name: str, index: int, exc: BaseException) -> ProducePartitionResult:
+    if isinstance(exc, CorruptRecordError):
+        log.warning("rejected a batch for %s-%d: %s", topic_name, index, exc)
+        return _failure(index, ErrorCode.corrupt_message, str(exc))
+    code = error_code_for(exc)
+    if code is ErrorCode.unknown_server_error or code is ErrorCode.kafka_storage_error:
+        log.error("append to %s-%d failed", topic_name, index, exc_info=exc)
+    record_errors = exc.record_errors if isinstance(exc, KafkaRecordError) else ()
+    return _failure(index, code, str(exc) or None, record_errors)
+
+
 def _min_insync(state: BrokerState, topic_name: str) -> int:
     overrides = state.topics.topics[topic_name].config
     return int(overrides.get("min.insync.replicas", state.config["min.insync.replicas"]))
@@ -60,9 +77,24 @@ class _Pending(NamedTuple):
     required_offset: int
 
 
-def append_partition(
-    state: BrokerState, topic_name: str, index: int, records: bytes | None, *, acks: int, now_ms: int
-) -> ProducePartitionResult:
+class _InFlight(NamedTuple):
+    """An append whose write has not landed yet: where its result goes."""
+
+    topic_position: int
+    partition_position: int
+    topic_name: str
+    partition: int
+    log: PartitionLog
+    append: PendingAppend
+
+
+def begin_partition(
+    state: BrokerState, topic_name: str, index: int, records: bytes | memoryview | None, *, acks: int, now_ms: int
+) -> ProducePartitionResult | tuple[PartitionLog, PendingAppend]:
+    """Check one partition's batch and start appending it: a failure, or the log and its pending append.
+
+    A writable view of the request frame is patched and written in place; anything else is copied first.
+    """
     partition = state.leader_partition(topic_name, index)
     if isinstance(partition, ErrorCode):
         return _failure(index, partition)
@@ -75,22 +107,42 @@ def append_partition(
                 ErrorCode.not_enough_replicas,
                 f"ISR has {len(partition_state.isr)} replicas, min.insync.replicas is {min_isr}",
             )
+    buffer = records if isinstance(records, memoryview) and not records.readonly else bytearray(records or b"")
     try:
-        result = partition_log.append_as_leader(bytearray(records or b""), partition_state.leader_epoch, now_ms)
-    except CorruptRecordError as exc:
-        log.warning("rejected a batch for %s-%d: %s", topic_name, index, exc)
-        return _failure(index, ErrorCode.corrupt_message, str(exc))
+        pending = partition_log.begin_append_as_leader(buffer, partition_state.leader_epoch, now_ms)
     except Exception as exc:
-        code = error_code_for(exc)
-        if code is ErrorCode.unknown_server_error or code is ErrorCode.kafka_storage_error:
-            log.exception("append to %s-%d failed", topic_name, index)
-        record_errors = exc.record_errors if isinstance(exc, KafkaRecordError) else ()
-        return _failure(index, code, str(exc) or None, record_errors)
+        return _error_result(topic_name, index, exc)
+    return partition_log, pending
+
+
+def finish_partition(state: BrokerState, topic_name: str, index: int, append: PendingAppend) -> ProducePartitionResult:
+    """The result of a completed append; a successful one may move the high watermark and wakes fetches."""
+    if append.error is not None:
+        return _error_result(topic_name, index, append.error)
     if state.replicas is not None and (leader := state.replicas.leader(topic_name, index)) is not None:
         leader.maybe_advance_high_watermark()
+    result = append.result
+    if not result.duplicate:
+        state.fetch_waiters.notify((topic_name, index))
     return ProducePartitionResult(
         index, ErrorCode.none, result.base_offset, result.log_append_time_ms, result.log_start_offset
     )
+
+
+def append_partition(
+    state: BrokerState, topic_name: str, index: int, records: bytes | None, *, acks: int, now_ms: int
+) -> ProducePartitionResult:
+    """Append one partition's batch and wait for the write (the coordinator's own records)."""
+    started = begin_partition(state, topic_name, index, records, acks=acks, now_ms=now_ms)
+    if isinstance(started, ProducePartitionResult):
+        return started
+    partition_log, append = started
+    if not append.done:
+        if append.landed is not None:
+            with contextlib.suppress(BaseException):  # completing the append records its error
+                append.landed.result()
+        partition_log.complete_appends(state.now_ms())
+    return finish_partition(state, topic_name, index, append)
 
 
 def handle(state: BrokerState, request: Request) -> Response | Awaitable[Response]:
@@ -98,8 +150,7 @@ def handle(state: BrokerState, request: Request) -> Response | Awaitable[Respons
     acks = int(body.acks)
     now_ms = state.now_ms()
     results: list[tuple[str, list[ProducePartitionResult]]] = []
-    pending: list[_Pending] = []
-    failed = False
+    in_flight: list[_InFlight] = []
     for topic in body.topic_data:
         partitions: list[ProducePartitionResult] = []
         for data in topic.partition_data:
@@ -116,18 +167,60 @@ def handle(state: BrokerState, request: Request) -> Response | Awaitable[Respons
                     "transactions are not supported yet",
                 )
             else:
-                outcome = append_partition(state, topic.name, data.index, data.records, acks=acks, now_ms=now_ms)
-                if outcome.error_code == ErrorCode.none and outcome.base_offset >= 0:
-                    state.fetch_waiters.notify((topic.name, data.index))
-                    if acks == -1:
-                        required = _required_offset(state, topic.name, data.index)
-                        if required is not None:
-                            pending.append(_Pending(len(results), len(partitions), topic.name, required))
-            failed = failed or outcome.error_code != ErrorCode.none
+                started = begin_partition(state, topic.name, data.index, data.records, acks=acks, now_ms=now_ms)
+                if isinstance(started, ProducePartitionResult):
+                    outcome = started
+                elif started[1].done:
+                    outcome = finish_partition(state, topic.name, data.index, started[1])
+                else:
+                    in_flight.append(_InFlight(len(results), len(partitions), topic.name, data.index, *started))
+                    outcome = _failure(data.index, ErrorCode.unknown_server_error)  # replaced once it lands
             partitions.append(outcome)
         results.append((topic.name, partitions))
+    if in_flight:
+        return _respond_when_written(state, request, results, in_flight)
+    return _respond(state, request, results)
+
+
+async def _respond_when_written(
+    state: BrokerState,
+    request: Request,
+    results: list[tuple[str, list[ProducePartitionResult]]],
+    in_flight: list[_InFlight],
+) -> Response:
+    # One writer thread writes in submission order: once the last write landed, all have.
+    for item in reversed(in_flight):
+        landed = item.append.landed
+        if not item.append.done and landed is not None and not landed.done():
+            await asyncio.wrap_future(landed)
+    now_ms = state.now_ms()
+    for item in in_flight:
+        if not item.append.done:
+            item.log.complete_appends(now_ms)
+        results[item.topic_position][1][item.partition_position] = finish_partition(
+            state, item.topic_name, item.partition, item.append
+        )
+    response = _respond(state, request, results)
+    if inspect.isawaitable(response):
+        return await response
+    return response
+
+
+def _respond(
+    state: BrokerState, request: Request, results: list[tuple[str, list[ProducePartitionResult]]]
+) -> Response | Awaitable[Response]:
+    acks = int(request.body.acks)
     if acks == 0:
+        failed = any(outcome.error_code != ErrorCode.none for _, partitions in results for outcome in partitions)
         return CLOSE_CONNECTION if failed else None
+    pending: list[_Pending] = []
+    if acks == -1:
+        for topic_position, (topic_name, partitions) in enumerate(results):
+            for partition_position, outcome in enumerate(partitions):
+                if outcome.error_code == ErrorCode.none and outcome.base_offset >= 0:
+                    required = _required_offset(state, topic_name, outcome.partition_index)
+                    if required is not None:
+                        pending.append(_Pending(topic_position, partition_position, topic_name, required))
     if pending:
         return _respond_when_replicated(state, request, results, pending)
     return encode_produce_response(request.header.api_version, request.header.correlation_id, results)
@@ -136,8 +229,9 @@ def handle(state: BrokerState, request: Request) -> Response | Awaitable[Respons
 def _required_offset(state: BrokerState, topic: str, index: int) -> int | None:
     """The high watermark the append just made needs, or None when it has it already.
 
-    Handling is synchronous up to here, so the log end offset is the end of this batch (or,
-    for a duplicate, past its original): waiting for it is exact or conservative.
+    The batch is complete, so the log end offset is at or past its end (later appends may have
+    completed too, or, for a duplicate, it is past its original): waiting for it is exact or
+    conservative.
     """
     leader = state.replicas.leader(topic, index) if state.replicas is not None else None
     if leader is None:
@@ -172,4 +266,4 @@ async def _respond_when_replicated(
     return encode_produce_response(request.header.api_version, request.header.correlation_id, results)
 
 
-SPEC = ApiSpec(API_KEY, "Produce", 0, 11, handle, accept_min=3)
+SPEC = ApiSpec(API_KEY, "Produce", 0, 11, handle, accept_min=3, pipelined=True)
