@@ -31,6 +31,7 @@ test-deps: $(TEST_STAMP) system-deps
 	bash tests/interop/node/install.sh
 	bash tests/interop/java/build.sh
 	bash tests/contract/servers/cassandra/build.sh
+	$(BIN)/python tests/spark/resolve_jars.py
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check src tests bench
