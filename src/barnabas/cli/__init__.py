@@ -8,12 +8,12 @@ from collections.abc import Sequence
 
 from barnabas import __version__
 
-from . import bench, broker, cluster, consume, coordination, groups, produce, topics
+from . import bench, broker, cluster, consume, coordination, groups, pipeline, produce, topics
 from .errors import CliError
 
 __all__ = ["main"]
 
-SUBCOMMANDS = (broker, cluster, topics, produce, consume, groups, coordination, bench)
+SUBCOMMANDS = (broker, cluster, topics, produce, consume, groups, coordination, bench, pipeline)
 
 
 def build_parser() -> argparse.ArgumentParser:
