@@ -14,9 +14,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from barnabas.spark.pipeline.session import DELTA_PACKAGE  # the telemetry pipeline's Delta table
 from tests.spark.jvm_connector import SPARK_KAFKA_PACKAGE
 
-REQUIRED_JARS = ("spark-sql-kafka-0-10_2.13", "kafka-clients", "commons-pool2", "spark-token-provider-kafka")
+REQUIRED_JARS = (
+    "spark-sql-kafka-0-10_2.13", "kafka-clients", "commons-pool2", "spark-token-provider-kafka",
+    "delta-spark_4.2_2.13", "delta-storage",
+)  # fmt: skip
 
 
 def main() -> int:
@@ -30,7 +34,7 @@ def main() -> int:
         .config("spark.ui.enabled", "false")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.jars.packages", SPARK_KAFKA_PACKAGE)
+        .config("spark.jars.packages", f"{SPARK_KAFKA_PACKAGE},{DELTA_PACKAGE}")
         .getOrCreate()
     )
     try:
@@ -41,7 +45,7 @@ def main() -> int:
     if missing:
         print(f"resolve_jars: not resolved: {', '.join(missing)}; spark.jars={jars}", file=sys.stderr)
         return 1
-    print(f"resolve_jars: {SPARK_KAFKA_PACKAGE} and its dependencies are in the Ivy cache")
+    print(f"resolve_jars: {SPARK_KAFKA_PACKAGE}, {DELTA_PACKAGE} and their dependencies are in the Ivy cache")
     return 0
 
 
