@@ -19,7 +19,7 @@ from .errors import CliError
 
 PIPELINES = ["telemetry"]
 SOURCES = ["barnabas", "kafka"]
-DEFAULT_SOURCE = "kafka"
+DEFAULT_SOURCE = "barnabas"
 
 
 def register(commands: Any) -> None:
