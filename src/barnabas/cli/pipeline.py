@@ -83,15 +83,17 @@ def run_generate(args: argparse.Namespace) -> int:
 
 def run_pipeline(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.generate:
-        _generate(args, args.generate)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     conf = {}
     for item in args.spark_conf:
         key, sep, value = item.partition("=")
         if not sep:
             raise CliError(f"--spark-conf {item!r}: expected KEY=VALUE")
         conf[key] = value
+    if args.generate:
+        _generate(args, args.generate)
     try:
+        from py4j.protocol import Py4JError  # type: ignore[import-untyped]
         from pyspark.errors import PySparkException
 
         from barnabas.spark.pipeline.job import PipelineConfig, run
@@ -107,7 +109,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
     _ensure_pipeline_topics(args)
     try:
         run(config, on_batch=lambda batch: print(batch.to_line(), flush=True), should_stop=lambda: False)
-    except PySparkException as exc:
+    except (PySparkException, Py4JError) as exc:
         raise CliError(_first_line(str(exc))) from None
     print(f"pipeline finished; output in {os.fspath(args.out)}", flush=True)
     return 0
@@ -142,8 +144,8 @@ def _ensure_pipeline_topics(args: argparse.Namespace) -> None:
             topics[getattr(args, name)] = 1
     try:
         ensure_topics(args.bootstrap, topics)
-    except (RuntimeError, Exception) as exc:
-        raise CliError(_first_line(str(exc))) from None
+    except RuntimeError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _first_line(text: str) -> str:

@@ -18,9 +18,16 @@ TIMEOUT_S = 30.0
 
 
 def ensure_topics(bootstrap: str, topics: dict[str, int]) -> None:
-    """Create each missing topic with the given partition count (existing topics are left alone)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    existing = admin.list_topics(timeout=TIMEOUT_S).topics
+    """Create each missing topic with the given partition count (existing topics are left alone).
+
+    Raises RuntimeError with one line when the cluster cannot be reached or a topic cannot be created.
+    """
+    # log_level 0: an unreachable cluster is reported once, by the exception, not by librdkafka's retries.
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    try:
+        existing = admin.list_topics(timeout=TIMEOUT_S).topics
+    except KafkaException as exc:
+        raise RuntimeError(f"cannot reach {bootstrap}: {exc.args[0].str()}") from None
     missing = [NewTopic(name, num_partitions=count) for name, count in topics.items() if name not in existing]
     if not missing:
         return
