@@ -293,8 +293,8 @@ class KafkaClient:
                     if frames.ended:
                         self._fail("connection closed by the broker", None)
                     return
-                assert isinstance(frame, bytes)
-                self._deliver(frame)
+                # kio reads only bytes; a large response arrives as the reader's own bytearray.
+                self._deliver(frame if isinstance(frame, bytes) else bytes(frame))
             except RemoteProtocolError as exc:
                 self._fail(str(exc), exc)
 

@@ -15,6 +15,9 @@ Rules this module keeps (Kafka's SocketServer/RequestChannel semantics):
   connection.
 - Reading pauses while complete frames wait and the buffer is large; writing waits for the
   transport to drain. A single frame is always read whole, however large (up to the limit).
+- Bytes are received BufferedProtocol-style into the frame reader's buffers: a large frame
+  (a produce) is read from the socket straight into a buffer of its own exact size, which then
+  carries the records to the log uncopied.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ class Phase(enum.Enum):
     CLOSED = enum.auto()
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, state: BrokerState, registry: ApiRegistry) -> None:
         self._state = state
         self._registry = registry
@@ -86,9 +89,13 @@ class KafkaConnection(asyncio.Protocol):
         self._state.connections.add(self)
         self._task = asyncio.get_running_loop().create_task(self._serve(), name=f"conn {self._peer}")
 
-    def data_received(self, data: bytes) -> None:
-        self._frames.receive_data(data)
-        self._wakeup.set()
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._frames.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._frames.buffer_updated(nbytes)
+        if not self._frames.filling_large_frame:  # no use waking the reader for part of a frame
+            self._wakeup.set()
         if self._frames.buffered > PAUSE_READING_AT and not self._reading_paused and self._transport:
             self._reading_paused = True
             self._transport.pause_reading()
@@ -140,7 +147,7 @@ class KafkaConnection(asyncio.Protocol):
                     self._wakeup.clear()
                     await self._wakeup.wait()
                     continue
-                assert isinstance(frame, bytes)
+                assert isinstance(frame, bytes | bytearray)
                 if not self._can_write.is_set():
                     await self._can_write.wait()
                 await self._handle(frame)
@@ -155,7 +162,7 @@ class KafkaConnection(asyncio.Protocol):
             self._reading_paused = False
             self._transport.resume_reading()
 
-    async def _handle(self, frame: bytes) -> None:
+    async def _handle(self, frame: bytes | bytearray) -> None:
         try:
             api_key, api_version, correlation_id = peek_header(frame)
         except RemoteProtocolError as exc:

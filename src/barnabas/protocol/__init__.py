@@ -24,7 +24,7 @@ from ._errors import (
     UnsupportedApiError,
 )
 from ._fetch_response import FetchPartitionResult, encode_fetch_response
-from ._framing import NEED_DATA, FrameReader, NeedData
+from ._framing import LARGE_FRAME, NEED_DATA, FrameReader, NeedData
 from ._metadata_response import MetadataBroker, MetadataPartition, MetadataTopic, encode_metadata_response
 from ._produce_response import ProducePartitionResult, encode_produce_response
 from ._record_batch import (
@@ -58,6 +58,7 @@ from ._responses import encode_api_versions_error, encode_response, frame_with_h
 __all__ = [
     "BATCH_HEADER_SIZE",
     "DELETE_HORIZON_FLAG",
+    "LARGE_FRAME",
     "LOG_OVERHEAD",
     "NEED_DATA",
     "Compression",

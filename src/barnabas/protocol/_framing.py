@@ -2,26 +2,39 @@
 
 Rules this module keeps:
 
-- ``receive_data`` only buffers; ``next_frame`` returns one whole frame or ``NEED_DATA``.
+- Bytes come in either by ``receive_data`` (a copy) or straight from the socket: the caller asks
+  :meth:`FrameReader.get_buffer` where the next bytes go, reads into it and reports the count
+  with :meth:`FrameReader.buffer_updated` (asyncio's BufferedProtocol). Nothing else is done
+  with them until ``next_frame`` returns one whole frame or ``NEED_DATA``.
+- Small frames share a fixed scratch buffer and come back as ``bytes`` (one copy). A frame over
+  ``LARGE_FRAME`` bytes gets its own ``bytearray`` of exactly its size as soon as its prefix is
+  in, the bytes already received are moved there, and every later read goes straight into it:
+  it comes back as that ``bytearray``, uncopied, and is the caller's to patch.
 - A size prefix above the limit (``socket.request.max.bytes``) or below zero raises
-  FrameTooLargeError as soon as the four prefix bytes arrive: the payload is never buffered.
+  FrameTooLargeError from ``next_frame`` once the frames before it are returned: the payload is
+  never buffered.
 - ``receive_data(b"")`` marks end of stream; a stream that ends inside a frame raises
   RemoteProtocolError from ``next_frame`` (a truncated frame).
-- Frames come back as ``bytes`` because kio's native reader rejects writable buffers.
+- The scratch buffer is never resized while a view of it may be held (a read in progress):
+  when it is full of unread frames a larger one replaces it.
 """
 
 from __future__ import annotations
 
 import enum
 import struct
+from collections import deque
 
 from ._errors import FrameTooLargeError, RemoteProtocolError
 
-__all__ = ["NEED_DATA", "FrameReader", "NeedData"]
+__all__ = ["LARGE_FRAME", "NEED_DATA", "FrameReader", "NeedData"]
 
 _SIZE = struct.Struct(">i")
-# Drop consumed bytes from the front of the buffer once this much has been consumed.
-_COMPACT_AT = 1 << 20
+#: Frames larger than this are read into a buffer of their own.
+LARGE_FRAME = 64 * 1024
+#: How many bytes one read into the scratch buffer may bring.
+_READ_SIZE = 64 * 1024
+_SCRATCH_SIZE = 4 * _READ_SIZE
 
 
 class NeedData(enum.Enum):
@@ -36,35 +49,89 @@ NEED_DATA = NeedData.NEED_DATA
 class FrameReader:
     """Incremental frame splitter for one connection."""
 
-    __slots__ = ("_buffer", "_ended", "_max_frame_size", "_start")
+    __slots__ = (
+        "_buffer",
+        "_end",
+        "_ended",
+        "_filled",
+        "_filling",
+        "_into_large",
+        "_large_bytes",
+        "_larges",
+        "_max_frame_size",
+        "_scan",
+        "_start",
+    )
 
     def __init__(self, max_frame_size: int) -> None:
         self._max_frame_size = max_frame_size
-        self._buffer = bytearray()
-        self._start = 0
+        self._buffer = bytearray(_SCRATCH_SIZE)
+        #: Scratch layout: [_start, _scan) whole frames, [_scan, _end) the start of the next one.
+        self._start = self._scan = self._end = 0
+        #: Large frames not yet returned, each with the scratch position it comes before.
+        self._larges: deque[tuple[int, bytearray]] = deque()
+        #: The large frame still being filled (the last of ``_larges``), and its bytes so far.
+        self._filling: bytearray | None = None
+        self._filled = 0
+        #: Bytes in ``_larges`` (the one being filled counts what it has).
+        self._large_bytes = 0
+        #: Whether the last :meth:`get_buffer` handed out the large frame being filled.
+        self._into_large = False
         self._ended = False
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as frames."""
-        return len(self._buffer) - self._start
+        return self._end - self._start + self._large_bytes
+
+    @property
+    def filling_large_frame(self) -> bool:
+        """True while the next frame is a large one still being filled: ``next_frame`` would say NEED_DATA."""
+        larges = self._larges
+        return bool(larges) and larges[0][1] is self._filling and larges[0][0] == self._start
 
     @property
     def ended(self) -> bool:
         """True once the peer closed its side (``receive_data(b"")``)."""
         return self._ended
 
-    def receive_data(self, data: bytes) -> None:
-        """Add bytes from the peer; ``b""`` means the peer closed its side."""
+    def get_buffer(self) -> memoryview:
+        """Where the next bytes from the peer go (never empty); report them with :meth:`buffer_updated`."""
+        if self._filling is not None:
+            self._into_large = True
+            return memoryview(self._filling)[self._filled :]
+        self._into_large = False
+        if len(self._buffer) - self._end < _READ_SIZE:
+            self._make_room()
+        return memoryview(self._buffer)[self._end : self._end + _READ_SIZE]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """``nbytes`` bytes were written at the start of the last :meth:`get_buffer` view."""
+        if self._into_large:
+            assert self._filling is not None
+            self._filled += nbytes
+            self._large_bytes += nbytes
+            if self._filled == len(self._filling):
+                self._filling = None
+                self._filled = 0
+            return
+        self._end += nbytes
+        self._scan_frames()
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        """Add bytes from the peer (copied); ``b""`` means the peer closed its side."""
         if not data:
             self._ended = True
             return
-        if self._start and self._start == len(self._buffer):
-            self._buffer.clear()
-            self._start = 0
-        self._buffer += data
+        view = memoryview(data)
+        while view:
+            target = self.get_buffer()
+            count = min(len(target), len(view))
+            target[:count] = view[:count]
+            self.buffer_updated(count)
+            view = view[count:]
 
-    def next_frame(self) -> bytes | NeedData:
+    def next_frame(self) -> bytes | bytearray | NeedData:
         """Return the next complete frame's payload (without the size prefix), or NEED_DATA.
 
         Raises:
@@ -73,23 +140,76 @@ class FrameReader:
         """
         buffer = self._buffer
         start = self._start
-        available = len(buffer) - start
-        if available < 4:
-            return self._need_data(available)
-        (size,) = _SIZE.unpack_from(buffer, start)
-        if size < 0 or size > self._max_frame_size:
-            raise FrameTooLargeError(size, self._max_frame_size)
-        end = start + 4 + size
-        if len(buffer) < end:
-            return self._need_data(available)
-        with memoryview(buffer) as view:  # one copy (a bytearray slice would copy twice)
-            frame = bytes(view[start + 4 : end])
-        if end >= _COMPACT_AT:
-            del buffer[:end]
-            self._start = 0
-        else:
+        larges = self._larges
+        if larges and larges[0][0] == start:
+            large = larges[0][1]
+            if large is self._filling:
+                return self._need_data(4 + self._filled)
+            larges.popleft()
+            self._large_bytes -= len(large)
+            self._reset_if_empty()
+            return large
+        if start < self._scan:
+            (size,) = _SIZE.unpack_from(buffer, start)
+            end = start + 4 + size
+            with memoryview(buffer) as view:
+                frame = bytes(view[start + 4 : end])
             self._start = end
-        return frame
+            self._reset_if_empty()
+            return frame
+        available = self._end - start
+        if available >= 4:
+            (size,) = _SIZE.unpack_from(buffer, start)
+            if size < 0 or size > self._max_frame_size:
+                raise FrameTooLargeError(size, self._max_frame_size)
+        return self._need_data(available)
+
+    def _scan_frames(self) -> None:
+        """Move ``_scan`` past whole frames; hand a large incomplete one its own buffer."""
+        buffer = self._buffer
+        while self._end - self._scan >= 4:
+            (size,) = _SIZE.unpack_from(buffer, self._scan)
+            if size < 0 or size > self._max_frame_size:
+                return  # next_frame raises once it gets here
+            frame_end = self._scan + 4 + size
+            if frame_end <= self._end:
+                self._scan = frame_end
+                continue
+            if size > LARGE_FRAME:
+                large = bytearray(size)
+                have = self._end - self._scan - 4
+                with memoryview(buffer) as view:
+                    large[:have] = view[self._scan + 4 : self._end]
+                self._end = self._scan
+                self._larges.append((self._scan, large))
+                self._filling = large
+                self._filled = have
+                self._large_bytes += have
+                self._reset_if_empty()
+            return
+
+    def _reset_if_empty(self) -> None:
+        """Start the scratch buffer over once everything in it was returned."""
+        if self._start == self._end and self._start:
+            self._shift(self._start)
+
+    def _make_room(self) -> None:
+        """Move unread bytes to the front; when they fill the buffer, into a larger new one."""
+        pending = self._end - self._start
+        if pending + _READ_SIZE <= len(self._buffer):
+            # Same-length slice assignment: the buffer is never resized, so views of it stay valid.
+            self._buffer[:pending] = self._buffer[self._start : self._end]
+        else:
+            fresh = bytearray(pending + _SCRATCH_SIZE)
+            fresh[:pending] = self._buffer[self._start : self._end]
+            self._buffer = fresh
+        self._shift(self._start)
+
+    def _shift(self, delta: int) -> None:
+        self._start -= delta
+        self._scan -= delta
+        self._end -= delta
+        self._larges = deque((at - delta, large) for at, large in self._larges)
 
     def _need_data(self, available: int) -> NeedData:
         if self._ended and available:

@@ -7,7 +7,9 @@ Rules this module keeps:
 - ``client_id`` is a legacy nullable string in every header version (Kafka special-cases it
   in RequestHeader.json); flexible versions add a tagged-field section, which is skipped.
 - Bodies go through kio's native reader; a frame it refuses only for an unknown tagged field
-  is retried once through ``strip_unknown_tags``.
+  is retried once through ``strip_unknown_tags``. Produce bodies go through the hand-written
+  decoder instead (``_produce_request``), whose records are views of the frame: a ``bytearray``
+  frame stays the records' buffer. kio needs ``bytes``, so other frames are converted.
 - Every failure to decode surfaces as RemoteProtocolError: the caller closes the connection.
 """
 
@@ -23,12 +25,14 @@ from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
 from ._errors import RemoteProtocolError, UnsupportedApiError
+from ._produce_request import PRODUCE_REQUEST_VERSIONS, decode_produce_request
 from ._tagged import strip_unknown_tags
 
 __all__ = ["Request", "RequestHeader", "decode_request", "peek_header", "request_schema"]
 
 _FIXED_HEADER = struct.Struct(">hhi")
 _INT16 = struct.Struct(">h")
+_PRODUCE_KEY = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +52,7 @@ class Request:
     size: int
 
 
-def peek_header(frame: bytes) -> tuple[int, int, int]:
+def peek_header(frame: bytes | bytearray) -> tuple[int, int, int]:
     """Return (api_key, api_version, correlation_id) without decoding anything else.
 
     Raises:
@@ -83,7 +87,7 @@ def _reader(schema: type) -> Any:
     return reader
 
 
-def _parse_header(frame: bytes, flexible: bool) -> tuple[RequestHeader, int]:
+def _parse_header(frame: bytes | bytearray, flexible: bool) -> tuple[RequestHeader, int]:
     api_key, api_version, correlation_id = peek_header(frame)
     pos = _FIXED_HEADER.size
     if len(frame) < pos + 2:
@@ -95,7 +99,7 @@ def _parse_header(frame: bytes, flexible: bool) -> tuple[RequestHeader, int]:
         if len(frame) < pos + length:
             raise RemoteProtocolError("request header is truncated (client_id)")
         try:
-            client_id = frame[pos : pos + length].decode()
+            client_id = bytes(frame[pos : pos + length]).decode()
         except UnicodeDecodeError as exc:
             raise RemoteProtocolError("client_id is not UTF-8") from exc
         pos += length
@@ -104,7 +108,7 @@ def _parse_header(frame: bytes, flexible: bool) -> tuple[RequestHeader, int]:
     return RequestHeader(api_key, api_version, correlation_id, client_id), pos
 
 
-def _read_uvarint(frame: bytes, pos: int, where: str) -> tuple[int, int]:
+def _read_uvarint(frame: bytes | bytearray, pos: int, where: str) -> tuple[int, int]:
     value = shift = 0
     while True:
         if pos >= len(frame):
@@ -119,7 +123,7 @@ def _read_uvarint(frame: bytes, pos: int, where: str) -> tuple[int, int]:
             raise RemoteProtocolError("unsigned varint is too long")
 
 
-def skip_header_tags(frame: bytes, pos: int, where: str) -> int:
+def skip_header_tags(frame: bytes | bytearray, pos: int, where: str) -> int:
     """Skip the tagged-field section of a flexible request or response header (``where`` names it).
 
     Raises:
@@ -135,7 +139,7 @@ def skip_header_tags(frame: bytes, pos: int, where: str) -> int:
     return pos
 
 
-def decode_request(frame: bytes) -> Request:
+def decode_request(frame: bytes | bytearray) -> Request:
     """Decode a whole request frame (the payload after the size prefix).
 
     Raises:
@@ -145,6 +149,10 @@ def decode_request(frame: bytes) -> Request:
     api_key, api_version, _ = peek_header(frame)
     schema = request_schema(api_key, api_version)
     header, offset = _parse_header(frame, bool(schema.__flexible__))
+    if api_key == _PRODUCE_KEY and api_version in PRODUCE_REQUEST_VERSIONS:
+        return Request(header, decode_produce_request(frame, offset, api_version), len(frame))
+    if not isinstance(frame, bytes):
+        frame = bytes(frame)
     try:
         body, _ = _reader(schema)(frame, offset)
     except KeyError as exc:

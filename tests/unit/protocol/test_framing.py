@@ -1,8 +1,10 @@
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from barnabas.protocol import NEED_DATA, FrameReader, FrameTooLargeError, RemoteProtocolError
+from barnabas.protocol import LARGE_FRAME, NEED_DATA, FrameReader, FrameTooLargeError, RemoteProtocolError
 
 
 def frame(payload: bytes) -> bytes:
@@ -70,3 +72,81 @@ def test_large_volume_compacts_buffer() -> None:
         reader.receive_data(frame(payload))
         assert reader.next_frame() == payload
     assert reader.buffered == 0
+
+
+def read_by_socket(reader: FrameReader, stream: bytes, sizes: list[int]) -> None:
+    """Feed ``stream`` as a BufferedProtocol transport does: recv_into the buffer the reader offers."""
+    position = 0
+    i = 0
+    while position < len(stream):
+        target = reader.get_buffer()
+        assert len(target) > 0
+        count = min(len(target), sizes[i % len(sizes)], len(stream) - position)
+        target[:count] = stream[position : position + count]
+        reader.buffer_updated(count)
+        position += count
+        i += 1
+
+
+def test_a_large_frame_is_read_into_its_own_buffer() -> None:
+    reader = FrameReader(max_frame_size=1 << 22)
+    payload = bytes(range(256)) * (LARGE_FRAME // 128)
+    read_by_socket(reader, frame(payload), [1 << 20])
+    got = reader.next_frame()
+    assert isinstance(got, bytearray)  # handed over, not copied out of a shared buffer
+    assert got == payload
+    assert reader.next_frame() is NEED_DATA
+    assert reader.buffered == 0
+
+
+def test_reads_go_straight_into_the_large_frame() -> None:
+    reader = FrameReader(max_frame_size=1 << 22)
+    payload = b"x" * (4 * LARGE_FRAME)
+    read_by_socket(reader, frame(payload)[:100], [100])
+    target = reader.get_buffer()
+    assert len(target) == len(payload) - 96  # exactly the rest of the frame, nothing more
+    target[:] = payload[96:]
+    reader.buffer_updated(len(target))
+    assert reader.next_frame() == payload
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.sampled_from([0, 1, 7, 100, LARGE_FRAME, LARGE_FRAME + 1, 3 * LARGE_FRAME + 5]), max_size=12),
+    reads=st.lists(st.integers(min_value=1, max_value=5 * LARGE_FRAME), min_size=1, max_size=8),
+)
+def test_any_mix_of_frames_and_read_sizes_comes_back_in_order(sizes: list[int], reads: list[int]) -> None:
+    payloads = [bytes([i % 251]) * size for i, size in enumerate(sizes)]
+    reader = FrameReader(max_frame_size=1 << 22)
+    read_by_socket(reader, b"".join(frame(p) for p in payloads), reads)
+    got = []
+    while (next_frame := reader.next_frame()) is not NEED_DATA:
+        got.append(next_frame)
+    assert got == payloads
+    assert reader.buffered == 0
+
+
+def test_unread_small_frames_beyond_the_scratch_buffer_are_kept() -> None:
+    reader = FrameReader(max_frame_size=1 << 20)
+    payloads = [bytes([i % 256]) * 1000 for i in range(2000)]  # ~2 MB, none read until the end
+    read_by_socket(reader, b"".join(frame(p) for p in payloads), [65536])
+    got = []
+    while (next_frame := reader.next_frame()) is not NEED_DATA:
+        got.append(next_frame)
+    assert got == payloads
+
+
+def test_an_oversized_prefix_after_whole_frames_is_refused_after_them() -> None:
+    reader = FrameReader(max_frame_size=100)
+    reader.receive_data(frame(b"ok") + struct.pack(">i", 101))
+    assert reader.next_frame() == b"ok"
+    with pytest.raises(FrameTooLargeError):
+        reader.next_frame()
+
+
+def test_end_of_stream_inside_a_large_frame_is_a_protocol_error() -> None:
+    reader = FrameReader(max_frame_size=1 << 22)
+    reader.receive_data(frame(b"y" * (2 * LARGE_FRAME))[:1000])
+    reader.receive_data(b"")
+    with pytest.raises(RemoteProtocolError):
+        reader.next_frame()

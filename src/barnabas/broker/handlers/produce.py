@@ -246,7 +246,7 @@ async def _respond_when_replicated(
     results: list[tuple[str, list[ProducePartitionResult]]],
     pending: list[_Pending],
 ) -> Response:
-    timeout_s = max(int(request.body.timeout.total_seconds() * 1000), 0) / 1000
+    timeout_s = max(int(request.body.timeout_ms), 0) / 1000
 
     async def settle(item: _Pending) -> None:
         topic_name, partitions = results[item.topic_position]
