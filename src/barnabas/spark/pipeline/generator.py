@@ -96,14 +96,17 @@ def telemetry(spec: TelemetrySpec) -> Iterator[Record]:
         last_ts = max(last_ts, ts)
         reading = Reading(f"r-{spec.seed}-{index:09d}", _device_id(device), ts, "temperature_c", round(value, 3))
         record = Record(reading.device_id.encode(), reading.to_json(), Kind.READING, reading)
+        released = index
         if rng.random() < spec.late_rate:
             # Released after at most max_late_ticks more ticks of readings.
-            held.append((index + rng.randrange(1, spec.max_late_ticks * spec.devices), record))
+            released = index + rng.randrange(1, spec.max_late_ticks * spec.devices)
+            held.append((released, record))
         else:
             yield record
         if rng.random() < spec.duplicate_rate:
+            # Always after the original (held items with equal release indexes keep their order).
             duplicate = Record(record.key, record.value, Kind.DUPLICATE, reading)
-            held.append((index + rng.randrange(1, spec.devices), duplicate))
+            held.append((released + rng.randrange(1, spec.devices), duplicate))
         if rng.random() < spec.malformed_rate:
             yield _malformed(rng, reading)
         due = [item for item in held if item[0] <= index]
