@@ -5,9 +5,11 @@ BIN := $(VENV)/bin
 PYPROJECT_HASH := $(shell sha1sum pyproject.toml | cut -c1-12)
 RUN_STAMP := $(VENV)/.run-$(PYPROJECT_HASH)
 TEST_STAMP := $(VENV)/.test-$(PYPROJECT_HASH)
+BENCH_STAMP := $(VENV)/.bench-$(PYPROJECT_HASH)
+BENCH_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: run test lint test-deps system-deps unit fault clean
+.PHONY: run test lint test-deps system-deps unit fault bench clean
 
 run: $(RUN_STAMP)
 	$(BIN)/barnabas broker --listen 127.0.0.1:9092 --data-dir ./barnabas-data
@@ -24,6 +26,10 @@ $(TEST_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test,profile]'
 	touch $@
 
+$(BENCH_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[bench,profile]'
+	touch $@
+
 system-deps:
 	bash scripts/install-system-deps.sh
 
@@ -32,6 +38,7 @@ test-deps: $(TEST_STAMP) system-deps
 	bash tests/interop/java/build.sh
 	bash tests/contract/servers/cassandra/build.sh
 	$(BIN)/python tests/spark/resolve_jars.py
+	bash bench/kafka-server/build.sh
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check src tests bench
@@ -49,6 +56,11 @@ unit: $(TEST_STAMP)
 FAULT_CYCLES ?= 5
 fault: test-deps
 	BARNABAS_REPLICATION_CYCLES=$(FAULT_CYCLES) $(BIN)/pytest tests/fault $(PYTEST_ARGS)
+
+# barnabas, Apache Kafka (1 and 3 brokers) and Tansu side by side (bench/README.md); ~10-15 min.
+bench: $(BENCH_STAMP) system-deps
+	bash bench/kafka-server/build.sh
+	$(BIN)/barnabas bench compare $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) barnabas-data .pytest_cache .mypy_cache .ruff_cache

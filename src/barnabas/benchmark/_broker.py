@@ -31,9 +31,14 @@ _STOP_TIMEOUT_S = 30.0
 class BrokerProcess:
     """One ``barnabas broker`` child process."""
 
-    def __init__(self, data_dir: Path, settings: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, data_dir: Path, settings: tuple[str, ...] = (), broker_id: int = 0, coordination: str | None = None
+    ) -> None:
         self.data_dir = data_dir
         self.settings = settings
+        self.broker_id = broker_id
+        #: A coordination URL shared by the brokers of one cluster; None for the embedded default.
+        self.coordination = coordination
         self.port = 0
         self.proc: subprocess.Popen[str] | None = None
         self.output: deque[str] = deque(maxlen=200)
@@ -55,9 +60,11 @@ class BrokerProcess:
             BenchError: it exited or did not listen within a minute.
         """
         command = [
-            sys.executable, "-m", "barnabas", "broker", "--id", "0", "--listen", "127.0.0.1:0",
+            sys.executable, "-m", "barnabas", "broker", "--id", str(self.broker_id), "--listen", "127.0.0.1:0",
             "--data-dir", str(self.data_dir),
         ]  # fmt: skip
+        if self.coordination is not None:
+            command += ["--coordination", self.coordination]
         for item in self.settings:
             command += ["--set", item]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}

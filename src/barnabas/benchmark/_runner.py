@@ -23,12 +23,12 @@ import contextlib
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
@@ -51,14 +51,22 @@ _QUIET_CORES = 0.3
 _CONSUME_IDLE_TIMEOUT_S = 60.0
 
 
+def _brokers_cpu_s(pids: Sequence[int]) -> float | None:
+    """CPU seconds of all broker processes together (a cluster's brokers), None if any is unreadable."""
+    if not pids:
+        return None
+    values = [process_cpu_s(pid) for pid in pids]
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
 class _CpuMeter:
     """CPU use of the machine and of known processes over one phase, in cores."""
 
-    def __init__(self, broker_pid: int | None, py_spy: PySpyRecorder | None) -> None:
-        self.broker_pid = broker_pid
+    def __init__(self, broker_pids: Sequence[int], py_spy: PySpyRecorder | None) -> None:
+        self.broker_pids = tuple(broker_pids)
         self.py_spy_pid = py_spy.cpu_pid() if py_spy is not None else None
         self.machine = CpuSample.take()
-        self.broker = process_cpu_s(broker_pid) if broker_pid else None
+        self.broker = _brokers_cpu_s(self.broker_pids)
         self.py_spy = process_cpu_s(self.py_spy_pid) if self.py_spy_pid else None
         self.bench = time.process_time()
         self.kernel = kernel_threads_cpu_s()
@@ -68,12 +76,12 @@ class _CpuMeter:
         elapsed = max(time.monotonic() - self.at, 1e-9)
         machine = CpuSample.take()
 
-        def delta(before: float | None, pid: int | None) -> float | None:
-            after = process_cpu_s(pid) if pid else None
+        def delta(before: float | None, pids: Sequence[int]) -> float | None:
+            after = _brokers_cpu_s(pids)
             return None if before is None or after is None else (after - before) / elapsed
 
-        broker = delta(self.broker, self.broker_pid)
-        py_spy = delta(self.py_spy, self.py_spy_pid)
+        broker = delta(self.broker, self.broker_pids)
+        py_spy = delta(self.py_spy, (self.py_spy_pid,) if self.py_spy_pid else ())
         bench = (time.process_time() - self.bench) / elapsed
         clients = client_cpu_s / elapsed
         kernel_now = kernel_threads_cpu_s()
@@ -102,6 +110,10 @@ class _Run:
         self.bootstrap = settings.bootstrap or ""
         self.broker: BrokerProcess | None = None
         self.broker_pid = settings.broker_pid
+        #: Every broker process whose CPU a phase counts (a cluster has several; see compare).
+        self.broker_pids: list[int] = [settings.broker_pid] if settings.broker_pid else []
+        #: Why a system started elsewhere (compare) stopped running, or None; checked by every phase.
+        self.system_problem: Callable[[], str | None] = lambda: None
         self.py_spy_exe = find_py_spy() if settings.profile else None
         self.topics: list[str] = []
         self.phases: list[dict[str, Any]] = []
@@ -109,6 +121,8 @@ class _Run:
     # -- helpers --------------------------------------------------------------------------
 
     def _alive_check(self) -> str | None:
+        if problem := self.system_problem():
+            return problem
         if self.broker is not None and not self.broker.alive():
             assert self.broker.proc is not None
             last = self.broker.last_lines(1)
@@ -169,6 +183,7 @@ class _Run:
             self.broker = BrokerProcess(data_dir, self.settings.broker_settings).start()
         self.bootstrap = self.broker.bootstrap
         self.broker_pid = self.broker.pid
+        self.broker_pids = [self.broker.pid]
 
     def _client_config(self) -> dict[str, Any]:
         # librdkafka logs connection failures to stderr itself; errors reach us as exceptions.
@@ -230,7 +245,7 @@ class _Run:
             with self._task(label, settings.loopback_s) as task:
                 server.start()
                 port = ports.get(timeout=30)
-                meter = _CpuMeter(None, None)
+                meter = _CpuMeter((), None)
                 client = context.Process(target=loopback_client, args=(job, port, results), daemon=True)
                 started = time.monotonic()
                 client.start()
@@ -288,7 +303,7 @@ class _Run:
                 group.wait_ready()
                 # py-spy attaches (and the CPU meter starts) before the workers are released.
                 with self._profiled(self._phase_id(rep, f"produce-acks{acks}-x{producers}")) as recorder:
-                    meter = _CpuMeter(self.broker_pid, recorder)
+                    meter = _CpuMeter(self.broker_pids, recorder)
                     began = group.release()
 
                     def tick() -> None:
@@ -339,33 +354,49 @@ class _Run:
             "profile": profile,
         }
 
-    def consume(self, rep: int, produced: list[dict[str, Any]]) -> dict[str, Any]:
+    def consume(self, rep: int, produced: list[dict[str, Any]], trust_end_offsets: bool = True) -> dict[str, Any]:
+        """Read back every record of ``produced``'s topics.
+
+        With ``trust_end_offsets`` the log end offsets must equal the acknowledged counts and bound
+        each consumer; without (compare: the same method for every system) consumers read from the
+        beginning until together they have seen every acknowledged record, and the end offsets are
+        only reported (``end_offsets``: what ListOffsets said against what was acknowledged).
+        """
         settings = self.settings
         partitions: list[tuple[str, int, int, int]] = []
+        end_offsets = []
         for phase in produced:
             offsets = self.offsets(phase["topic"])
             stored = sum(high - low for _, low, high in offsets)
-            if stored != phase["records"]:
-                raise BenchError(
-                    f"{phase['topic']} holds {stored} records but the producers saw {phase['records']} acknowledged"
-                )
-            partitions += [(phase["topic"], p, low, high) for p, low, high in offsets if high > low]
-        expected = sum(high - low for _, _, low, high in partitions)
+            end_offsets.append({"topic": phase["topic"], "listed": stored, "acknowledged": phase["records"]})
+            if trust_end_offsets:
+                if stored != phase["records"]:
+                    raise BenchError(
+                        f"{phase['topic']} holds {stored} records but the producers saw {phase['records']} acknowledged"
+                    )
+                partitions += [(phase["topic"], p, low, high) for p, low, high in offsets if high > low]
+            else:
+                partitions += [(phase["topic"], p, OFFSET_BEGINNING, -1) for p, _, _ in offsets]
+        if trust_end_offsets:
+            expected = sum(high - low for _, _, low, high in partitions)
+        else:
+            expected = sum(phase["records"] for phase in produced)
         consumers = min(settings.consumers, max(len(partitions), 1))
         group = WorkerGroup(f"consume ×{consumers}", self._alive_check)
+        stop = None if trust_end_offsets else group.context.Event()
         record_size = settings.record_size
         try:
             for index in range(consumers):
                 assignment = partitions[index::consumers]
                 job = ConsumeJob(
-                    self.bootstrap, assignment, settings.consumer_overrides, record_size, _CONSUME_IDLE_TIMEOUT_S
+                    self.bootstrap, assignment, settings.consumer_overrides, record_size, _CONSUME_IDLE_TIMEOUT_S, stop
                 )
                 group.add(consumer_worker, job)
             with self._task(f"consume, {consumers} consumer(s)", expected) as task:
                 group.wait_ready()
                 # py-spy attaches (and the CPU meter starts) before the workers are released.
                 with self._profiled(self._phase_id(rep, f"consume-x{consumers}")) as recorder:
-                    meter = _CpuMeter(self.broker_pid, recorder)
+                    meter = _CpuMeter(self.broker_pids, recorder)
                     began = group.release()
 
                     def tick() -> None:
@@ -374,6 +405,8 @@ class _Run:
                         self.progress.update(
                             task, completed=done, rate=f"{done * record_size / elapsed / MB:7.1f} MB/s"
                         )
+                        if stop is not None and done >= expected:
+                            stop.set()
 
                     results = group.collect(3600, tick)
                     cpu = meter.finish(sum(r["cpu_s"] for r in results))
@@ -381,8 +414,8 @@ class _Run:
         finally:
             group.close()
         records = sum(r["records"] for r in results)
-        if records < expected:
-            raise BenchError(f"consume: read {records} of {expected} records")
+        if records < expected or (not trust_end_offsets and records != expected):
+            raise BenchError(f"consume: read {records} of {expected} acknowledged records")
         span = max(r["end"] for r in results) - min(r["start"] for r in results)
         nbytes = sum(r["bytes"] for r in results)
         return {
@@ -393,6 +426,8 @@ class _Run:
             "consumers": consumers,
             "partitions": len(partitions),
             "records": records,
+            "acknowledged": sum(phase["records"] for phase in produced),
+            "end_offsets": end_offsets,
             "bytes": nbytes,
             "seconds": round(span, 3),
             "mb_per_s": round(nbytes / span / MB, 1),

@@ -9,7 +9,10 @@ Rules this module keeps:
 - A producer's time runs until ``flush()`` returns, i.e. until every record is acknowledged; its
   byte count is acknowledged records × record size (record values, not wire bytes).
 - A consumer reads its assigned partitions from the given start offsets until it has seen every
-  record up to the given end offsets; its time runs until the last record arrives.
+  record up to the given end offsets; its time runs until the last record arrives. With end
+  offsets of -1 (``barnabas bench compare``: a broker's end offsets are not trusted, Tansu's
+  under-report) it reads until the parent sets the job's ``stop`` event, which the parent does
+  once all consumers together have seen every acknowledged record.
 - Every outcome, including a failure, is one message on the ``events`` queue:
   ``("result", index, dict)`` or ``("error", index, one-line reason)``.
 - Progress goes through a shared integer (records so far), written every few thousand records.
@@ -83,6 +86,8 @@ class ConsumeJob:
     overrides: dict[str, str]
     record_size: int
     idle_timeout_s: float
+    #: With end offsets of -1: a multiprocessing Event the parent sets when everything was read.
+    stop: Any = None
 
 
 def producer_worker(index: int, job: ProduceJob, counter: Any, go: Any, events: Any) -> None:
@@ -195,7 +200,10 @@ def _consume(index: int, job: ConsumeJob, counter: Any, go: Any, events: Any) ->
     try:
         for topic in sorted({t for t, _, _, _ in assignment}):
             consumer.list_topics(topic, timeout=_READY_TIMEOUT_S)
-        expected = sum(end - begin for _, _, begin, end in assignment)
+        counting = any(end < 0 for _, _, _, end in assignment)
+        if counting and job.stop is None:
+            raise RuntimeError("end offsets of -1 need a stop event")
+        expected = 1 << 62 if counting else sum(end - begin for _, _, begin, end in assignment)
         events.put(("ready", index, None))
         if not go.wait(_GO_TIMEOUT_S):
             raise RuntimeError("never told to start")
@@ -208,10 +216,13 @@ def _consume(index: int, job: ConsumeJob, counter: Any, go: Any, events: Any) ->
         wrong_sizes = 0
         last_data = start
         while seen < expected:
-            messages = consume(_CONSUME_BATCH, 0.5)
+            messages = consume(_CONSUME_BATCH, 0.5 if not counting else 0.1)
             if not messages:
+                if counting and job.stop.is_set():
+                    break
                 if time.monotonic() - last_data > idle_timeout_s:
-                    raise RuntimeError(f"no records for {idle_timeout_s:.0f} s after {seen} of {expected}")
+                    of = "" if counting else f" of {expected}"
+                    raise RuntimeError(f"no records for {idle_timeout_s:.0f} s after {seen}{of}")
                 continue
             for message in messages:
                 error = message.error()

