@@ -15,6 +15,9 @@ Rules this module keeps (Kafka's SocketServer/RequestChannel semantics):
   connection.
 - Reading pauses while complete frames wait and the buffer is large; writing waits for the
   transport to drain. A single frame is always read whole, however large (up to the limit).
+- A response with segment file ranges (Fetch) is sent by ``file_sender`` after the transport's
+  buffer drained, with sendfile; later answers wait until it is out. If it cannot be sent whole
+  the connection closes (the frame is broken).
 - Bytes are received BufferedProtocol-style into the frame reader's buffers: a large frame
   (a produce) is read from the socket straight into a buffer of its own exact size, which then
   carries the records to the log uncopied.
@@ -29,6 +32,7 @@ import logging
 from collections import deque
 from typing import Any, cast
 
+from barnabas.log import FileSlice, LogError
 from barnabas.protocol import (
     NEED_DATA,
     ErrorCode,
@@ -39,6 +43,7 @@ from barnabas.protocol import (
     peek_header,
 )
 
+from .file_sender import send_with_files
 from .registry import API_VERSIONS_KEY, CLOSE_CONNECTION, ApiRegistry
 from .request_context import CLIENT_HOST
 from .state import BrokerState
@@ -77,6 +82,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._answers: deque[tuple[str, asyncio.Future[Any]]] = deque()
         self._answers_done = asyncio.Event()
         self._answers_done.set()
+        #: The response being sent with sendfile; nothing else is written meanwhile.
+        self._sending: asyncio.Task[None] | None = None
 
     # -- asyncio.Protocol callbacks -------------------------------------------------------
 
@@ -112,6 +119,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._can_write.set()
         if self._task is not None and not self._task.done():
             self._task.cancel()
+        if self._sending is not None and not self._sending.done():
+            self._sending.cancel()
 
     def pause_writing(self) -> None:
         self._can_write.clear()
@@ -184,7 +193,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except RemoteProtocolError as exc:
             self.close(f"{spec.name} v{api_version}: {exc}")
             return
-        if self._answers and not spec.pipelined:
+        if (self._answers or self._sending is not None) and not spec.pipelined:
             await self._answers_done.wait()
         result: Any = spec.handler(self._state, request)
         if inspect.isawaitable(result):
@@ -194,7 +203,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     await asyncio.wait([self._answers[0][1]])
                 return
             result = await result
-        if self._answers:  # behind pipelined answers still being worked on
+        if self._answers or self._sending is not None:  # behind answers still being worked on or sent
             done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             done.set_result(result)
             self._queue_answer(spec.name, done)
@@ -210,7 +219,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _write_ready_answers(self, _: object = None) -> None:
         answers = self._answers
-        while answers and answers[0][1].done():
+        while answers and answers[0][1].done() and self._sending is None:
             name, answer = answers.popleft()
             if answer.cancelled():
                 self.close()
@@ -221,7 +230,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.close()
                 continue
             self._answer(name, answer.result())
-        if not answers:
+        if not answers and self._sending is None:
             self._answers_done.set()
 
     def _answer(self, name: str, result: Any) -> None:
@@ -230,10 +239,43 @@ class KafkaConnection(asyncio.BufferedProtocol):
         elif result is not None:
             self._write(result)
 
-    def _write(self, response: bytes | list[bytes | memoryview]) -> None:
+    def _write(self, response: bytes | list[Any]) -> None:
         if self._transport is None or self._phase is not Phase.OPEN:
             return
         if isinstance(response, list):
+            if any(isinstance(chunk, FileSlice) for chunk in response):
+                self._answers_done.clear()
+                self._sending = asyncio.get_running_loop().create_task(self._send_with_files(response))
+                self._sending.add_done_callback(self._sent)
+                return
             self._transport.writelines(response)
         else:
             self._transport.write(response)
+
+    async def _send_with_files(self, chunks: list[Any]) -> None:
+        transport = self._transport
+        assert transport is not None
+        if transport.get_write_buffer_size():
+            # Earlier answers first: ask to be paused until the transport's buffer is empty.
+            transport.set_write_buffer_limits(high=0, low=0)
+            try:
+                while transport.get_write_buffer_size() and self._phase is Phase.OPEN:
+                    self._can_write.clear()
+                    transport.set_write_buffer_limits(high=0, low=0)
+                    await self._can_write.wait()
+            finally:
+                if self._phase is Phase.OPEN:
+                    transport.set_write_buffer_limits()
+        if self._phase is not Phase.OPEN:
+            return
+        try:
+            await send_with_files(transport.get_extra_info("socket").fileno(), chunks)
+        except (LogError, OSError) as exc:
+            self.close(f"response with segment data not sent whole: {exc}")
+
+    def _sent(self, task: asyncio.Task[None]) -> None:
+        self._sending = None
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("unexpected error sending to %s", self._peer, exc_info=exc)
+            self.close()
+        self._write_ready_answers()

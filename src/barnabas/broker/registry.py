@@ -8,7 +8,7 @@ when Produce's advertised minimum is above 0 (KAFKA-18659), and Kafka 4 does the
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence, Sized
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -29,7 +29,8 @@ class _Close(enum.Enum):
 #: A handler returns this to have the connection closed instead of answered (acks=0 errors).
 CLOSE_CONNECTION = _Close.CLOSE_CONNECTION
 
-Response: TypeAlias = bytes | list[bytes | memoryview] | _Close | None
+#: A frame, or its chunks (byte buffers and, for Fetch, segment file ranges) in order.
+Response: TypeAlias = bytes | Sequence[Sized] | _Close | None
 Handler: TypeAlias = Callable[["BrokerState", Request], Response | Awaitable[Response]]
 
 

@@ -40,6 +40,7 @@ from .errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
+from .file_slice import FileSlice
 from .files import TopicPartition
 from .leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from .log import (
@@ -51,6 +52,7 @@ from .log import (
     PartitionLog,
     PendingAppend,
     ReadResult,
+    SliceResult,
 )
 from .log_manager import LogManager
 from .meta_properties import MetaProperties, read_broker_id
@@ -74,6 +76,7 @@ __all__ = [
     "CorruptSnapshotError",
     "EpochEndOffset",
     "EpochEntry",
+    "FileSlice",
     "FollowerAppendResult",
     "InconsistentBrokerIdError",
     "InconsistentClusterIdError",
@@ -99,6 +102,7 @@ __all__ = [
     "ReadResult",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
+    "SliceResult",
     "TopicPartition",
     "UnexpectedAppendOffsetError",
     "read_broker_id",

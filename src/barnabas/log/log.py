@@ -83,6 +83,7 @@ from .errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
+from .file_slice import FileSlice
 from .files import CLEANED_SUFFIX, DELETE_DIR_SUFFIX, SWAP_SUFFIX, fsync_dir
 from .leader_epoch import LeaderEpochCache
 from .partition_metadata import read_topic_id, write_topic_id
@@ -100,6 +101,7 @@ __all__ = [
     "PartitionLog",
     "PendingAppend",
     "ReadResult",
+    "SliceResult",
 ]
 
 logger = logging.getLogger(__name__)
@@ -168,6 +170,17 @@ class ReadResult:
     #: A view when the read was trimmed to whole batches, so the bytes are never copied twice.
     records: bytes | memoryview
     #: The offset after the last batch returned (the requested offset when nothing was).
+    next_offset: int
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class SliceResult:
+    """Whole batches of one segment as a file range (None when nothing was read), and the Fetch offsets."""
+
+    records: FileSlice | None
     next_offset: int
     high_watermark: int
     log_start_offset: int
@@ -792,6 +805,37 @@ class PartitionLog:
                 end, next_offset = position + header.size, header.next_offset
             return self._read_result(data if end == len(data) else memoryview(data)[:end], next_offset)
         return self._read_result(b"", offset)
+
+    def read_slice(
+        self, offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> SliceResult:
+        """What :meth:`read` returns, as a range of the segment file instead of its bytes (for sendfile).
+
+        Only batch headers are read (from the offset index's nearest entry on). The range is
+        checked again when the file is opened to send it (:meth:`FileSlice.open`).
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` is below the log start or above the log end.
+        """
+        self._check_open()
+        if offset < self._log_start_offset or offset > self._log_end_offset:
+            raise OffsetOutOfRangeError(offset, self._log_start_offset, self._log_end_offset)
+        limit = self._log_end_offset if max_offset is None else min(max_offset, self._log_end_offset)
+        index = self._floor_segment(offset)
+        while offset < limit and index < len(self._segments):
+            segment = self._segments[index]
+            found = segment.translate_offset(offset)
+            if found is None:  # the offset is at or past this segment's end: try the next one
+                index += 1
+                continue
+            first = found.header
+            budget = max(max_bytes, first.size) if min_one_batch else max_bytes
+            if first.last_offset >= limit or first.size > budget:
+                break
+            end, next_offset = segment.whole_batches_end(found.position, first, found.position + budget, limit)
+            records = FileSlice(segment, found.position, end - found.position, segment.generation)
+            return SliceResult(records, next_offset, self._high_watermark, self._log_start_offset, self._log_end_offset)
+        return SliceResult(None, offset, self._high_watermark, self._log_start_offset, self._log_end_offset)
 
     def _read_result(self, records: bytes | memoryview, next_offset: int) -> ReadResult:
         return ReadResult(records, next_offset, self._high_watermark, self._log_start_offset, self._log_end_offset)

@@ -149,6 +149,11 @@ class OffsetIndex:
             return OffsetPosition(self.base_offset, 0)
         return self.entry(slot)
 
+    def lookup_position(self, position: int) -> OffsetPosition | None:
+        """The last entry whose position is <= ``position``, or None (entries' positions are batch starts)."""
+        slot = bisect_right(self._positions, position) - 1
+        return self.entry(slot) if slot >= 0 else None
+
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset`` (Kafka's OffsetIndex.truncateTo)."""
         relative = offset - self.base_offset

@@ -95,6 +95,8 @@ class LogSegment:
         self._size = size
         #: Where the next reserved batch goes: ``_size`` plus the bytes reserved and not completed.
         self._end = size
+        #: Bumped whenever readable bytes are cut off, so a FileSlice taken before can tell.
+        self._generation = 0
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         last = time_index.last_entry
@@ -220,6 +222,19 @@ class LogSegment:
     def size(self) -> int:
         """Readable bytes: whole batches only."""
         return self._size
+
+    @property
+    def generation(self) -> int:
+        """How many times readable bytes were cut off the end (truncation, recovery)."""
+        return self._generation
+
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
+    def dup_fd(self) -> int:
+        """A new descriptor of the ``.log`` file that stays valid after this segment closes; the caller closes it."""
+        return os.dup(self._require_fd())
 
     @property
     def max_timestamp(self) -> int:
@@ -456,6 +471,7 @@ class LogSegment:
         """
         if self._end != self._size and self._fd is not None:
             os.ftruncate(self._fd, self._size)
+            self._generation += 1
         self._end = self._size
 
     def on_become_inactive(self) -> None:
@@ -514,6 +530,31 @@ class LogSegment:
             yield BatchPosition(position, header)
             position += header.size
 
+    def whole_batches_end(self, start: int, first: RecordBatchHeader, stop: int, limit: int) -> tuple[int, int]:
+        """Where the whole batches from ``start`` end that stay within byte ``stop`` and below offset ``limit``.
+
+        ``first`` is the header of the batch at ``start``, which the caller has accepted. The
+        offset index jumps close to the end (its positions are batch starts, and the batches
+        before an entry hold lower offsets); headers are read from there on.
+
+        Returns:
+            (end position, the offset after the batches up to it).
+        """
+        stop = min(stop, self._size)
+        end, next_offset = start + first.size, first.next_offset
+        by_position = self.offset_index.lookup_position(stop)
+        by_offset = self.offset_index.lookup(limit - 1)
+        if by_position is not None and by_offset.offset < limit:
+            jump = min(by_position.position, by_offset.position)
+            if jump > end:
+                end, next_offset = jump, self.read_header(jump).base_offset
+        for found in self.batches(end):
+            header = found.header
+            if found.position + header.size > stop or header.last_offset >= limit:
+                break
+            end, next_offset = found.position + header.size, header.next_offset
+        return end, next_offset
+
     def translate_offset(self, offset: int, start_position: int = 0) -> BatchPosition | None:
         """The first batch whose last offset is >= ``offset``: the one holding it, or the next one.
 
@@ -559,6 +600,7 @@ class LogSegment:
         """
         fd = self._require_fd()
         file_size = os.fstat(fd).st_size
+        self._generation += 1
         self.offset_index.reset()
         self.time_index.reset()
         self._max_timestamp = NO_TIMESTAMP
@@ -625,6 +667,7 @@ class LogSegment:
         removed = self._size - found.position
         os.ftruncate(self._require_fd(), found.position)
         self._size = self._end = found.position
+        self._generation += 1
         self._bytes_since_last_index_entry = 0
         if self._size == 0:
             self._rolling_based_timestamp = None

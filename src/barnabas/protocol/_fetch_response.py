@@ -17,7 +17,8 @@ Rules this module keeps:
   ``MemoryRecords.EMPTY`` (length 0), never null.
 - No tagged field is ever written (DivergingEpoch, CurrentLeader, SnapshotId, NodeEndpoints):
   older librdkafka misreads them (protocol.md §5 gotcha 2).
-- Record chunks must be byte buffers (``len`` is their size in bytes); they are neither copied
+- Record chunks are anything whose ``len`` is their size in bytes: byte buffers, or the
+  broker's segment file ranges, which this module never looks into; they are neither copied
   nor validated here.
 """
 
@@ -25,8 +26,8 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Sequence
-from typing import Final, NamedTuple
+from collections.abc import Sequence, Sized
+from typing import Final, Generic, NamedTuple, TypeVar
 
 from ._errors import LocalProtocolError
 from ._wire import INT32, compact_string, legacy_string, uvarint
@@ -37,7 +38,11 @@ __all__ = ["FETCH_RESPONSE_VERSIONS", "FetchPartitionResult", "encode_fetch_resp
 FETCH_RESPONSE_VERSIONS: Final = range(4, 17)
 
 
-class FetchPartitionResult(NamedTuple):
+#: A record chunk: byte buffers, or any other object whose ``len`` is its size in bytes.
+Chunk = TypeVar("Chunk", bound=Sized)
+
+
+class FetchPartitionResult(NamedTuple, Generic[Chunk]):
     """One partition's answer.
 
     ``records`` is a sequence of byte chunks whose concatenation is the Records field (whole
@@ -50,7 +55,7 @@ class FetchPartitionResult(NamedTuple):
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
-    records: Sequence[bytes | memoryview]
+    records: Sequence[Chunk]
     preferred_read_replica: int = -1
     aborted_transactions: Sequence[tuple[int, int]] | None = None
 
@@ -73,12 +78,12 @@ _BODY_TAGS = b"\x00"
 def encode_fetch_response(
     version: int,
     correlation_id: int,
-    topics: Sequence[tuple[str | uuid.UUID, Sequence[FetchPartitionResult]]],
+    topics: Sequence[tuple[str | uuid.UUID, Sequence[FetchPartitionResult[Chunk]]]],
     *,
     throttle_time_ms: int = 0,
     error_code: int = 0,
     session_id: int = 0,
-) -> list[bytes | memoryview]:
+) -> list[bytes | memoryview | Chunk]:
     """Encode a complete FetchResponse frame as chunks for ``writelines``.
 
     Args:
@@ -112,7 +117,7 @@ def encode_fetch_response(
     else:
         head = bytearray(_HEAD_V4.pack(0, correlation_id, throttle_time_ms, len(topics)))
     part_pack = _PART_V5.pack if with_start else _PART_V4.pack
-    chunks: list[bytes | memoryview] = []
+    chunks: list[bytes | memoryview | Chunk] = []
     out = head  # the framing chunk being built; record chunks go between framing chunks
     total = 0  # bytes in ``chunks``
 

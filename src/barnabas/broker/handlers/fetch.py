@@ -8,7 +8,9 @@ OFFSET_OUT_OF_RANGE; ``current_leader_epoch`` older than the leader's gets
 FENCED_LEADER_EPOCH, newer gets UNKNOWN_LEADER_EPOCH. The response waits up to ``max_wait``
 until ``min_bytes`` are available, an error is found, or new data arrives that satisfies it.
 Fetch sessions are not kept: every response carries session id 0, which clients treat as
-"send full requests" (KIP-227).
+"send full requests" (KIP-227). Records are answered as segment file ranges
+(``PartitionLog.read_slice``), which the connection sends with sendfile: no record byte is read
+into the broker (Kafka's FileRecords and transferTo).
 
 A fetch with a replica id is a follower's: it reads up to the log end offset instead of the
 high watermark, and its fetch offset tells the leader how far that follower has come (which
@@ -20,6 +22,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from barnabas.log import FileSlice
 from barnabas.log import errors as log_errors
 from barnabas.protocol import ErrorCode, FetchPartitionResult, Request, encode_fetch_response
 
@@ -29,7 +32,9 @@ from ..state import BrokerState
 API_KEY = 1
 
 
-def _error(index: int, code: ErrorCode, high_watermark: int = -1, log_start: int = -1) -> FetchPartitionResult:
+def _error(
+    index: int, code: ErrorCode, high_watermark: int = -1, log_start: int = -1
+) -> FetchPartitionResult[FileSlice]:
     return FetchPartitionResult(index, code, high_watermark, high_watermark, log_start, ())
 
 
@@ -52,7 +57,7 @@ def _read_partition(
     first: bool,
     read_committed: bool,
     replica_id: int,
-) -> FetchPartitionResult:
+) -> FetchPartitionResult[FileSlice]:
     index = int(partition.partition)
     found = state.leader_partition(topic_name, index, int(getattr(partition, "current_leader_epoch", -1)))
     if isinstance(found, ErrorCode):
@@ -65,7 +70,7 @@ def _read_partition(
     log_start = partition_log.log_start_offset
     max_bytes = min(int(partition.partition_max_bytes), limit)
     try:
-        result = partition_log.read(
+        result = partition_log.read_slice(
             fetch_offset,
             max_bytes,
             max_offset=partition_log.log_end_offset if replica_id >= 0 else high_watermark,
@@ -73,7 +78,7 @@ def _read_partition(
         )
     except log_errors.OffsetOutOfRangeError:
         return _error(index, ErrorCode.offset_out_of_range, high_watermark, log_start)
-    records = (result.records,) if result.records else ()
+    records = (result.records,) if result.records is not None else ()
     return FetchPartitionResult(
         index, ErrorCode.none, high_watermark, high_watermark, log_start, records,
         aborted_transactions=() if read_committed else None,
@@ -82,7 +87,7 @@ def _read_partition(
 
 def _read_all(
     state: BrokerState, body: Any, max_bytes: int
-) -> tuple[list[tuple[str, list[FetchPartitionResult]]], int, bool]:
+) -> tuple[list[tuple[str, list[FetchPartitionResult[FileSlice]]]], int, bool]:
     read_committed = int(getattr(body, "isolation_level", 0)) == 1
     replica_id = int(getattr(body, "replica_id", -1))
     remaining = max_bytes
@@ -110,7 +115,7 @@ def _read_all(
     return results, total, errors
 
 
-async def handle(state: BrokerState, request: Request) -> list[bytes | memoryview]:
+async def handle(state: BrokerState, request: Request) -> list[bytes | memoryview | FileSlice]:
     body = request.body
     max_bytes = min(int(getattr(body, "max_bytes", 2**31 - 1)), int(state.config["fetch.max.bytes"]))
     min_bytes = int(body.min_bytes)

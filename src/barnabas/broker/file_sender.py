@@ -1,0 +1,105 @@
+"""Send a response whose record chunks are segment file ranges: bytes with writev, ranges with sendfile.
+
+Fetch responses carry :class:`FileSlice` chunks (Kafka's FileRecords, sent with transferTo): the
+records go from the page cache to the socket without being read into Python. uvloop has no
+``loop.sendfile``, so this drives the socket itself.
+
+Rules this module keeps:
+
+- The caller has drained the transport's own write buffer first and writes nothing else on the
+  connection until this returns: the frame's bytes go out in order, after every earlier answer.
+- Each file range is sent from a descriptor of its own (:meth:`FileSlice.open`), and the socket
+  from a duplicate of the transport's descriptor, so neither a segment being closed nor the
+  transport closing can make a send land in another file or connection. Both are closed here.
+- Writes are non-blocking; when the socket is full this waits on the event loop for it to be
+  writable (the duplicate descriptor may be watched; the transport's own may not).
+- A file range that ends early (the segment was cut back meanwhile) raises OSError: the frame is
+  broken and the caller must close the connection, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from barnabas.log import FileSlice
+
+__all__ = ["send_with_files"]
+
+#: Bytes chunks gathered into one writev call at most (IOV_MAX is 1024 on Linux).
+_MAX_IOV = 64
+
+
+async def send_with_files(socket_fd: int, chunks: Sequence[Any]) -> None:
+    """Send ``chunks`` (byte buffers and FileSlices, in order) on the socket ``socket_fd``.
+
+    Raises:
+        LogError: a segment changed after its slice was taken.
+        OSError: the socket failed, or a file range ended early.
+    """
+    loop = asyncio.get_running_loop()
+    opened: list[int] = []
+    out = os.dup(socket_fd)
+    opened.append(out)
+    try:
+        pending: list[memoryview] = []
+        for chunk in chunks:
+            if isinstance(chunk, FileSlice):
+                if pending:
+                    await _write_all(loop, out, pending)
+                    pending = []
+                in_fd = chunk.open()
+                opened.append(in_fd)
+                await _send_file(loop, out, in_fd, chunk.position, chunk.size)
+            elif len(chunk):
+                pending.append(memoryview(chunk).cast("B"))
+        if pending:
+            await _write_all(loop, out, pending)
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
+async def _write_all(loop: asyncio.AbstractEventLoop, fd: int, views: list[memoryview]) -> None:
+    while views:
+        try:
+            sent = os.writev(fd, views[:_MAX_IOV])
+        except BlockingIOError:
+            await _writable(loop, fd)
+            continue
+        while sent and views:
+            if sent >= len(views[0]):
+                sent -= len(views[0])
+                views.pop(0)
+            else:
+                views[0] = views[0][sent:]
+                sent = 0
+
+
+async def _send_file(loop: asyncio.AbstractEventLoop, fd: int, in_fd: int, position: int, size: int) -> None:
+    while size:
+        try:
+            sent = os.sendfile(fd, in_fd, position, size)
+        except BlockingIOError:
+            await _writable(loop, fd)
+            continue
+        if sent == 0:
+            raise OSError(f"segment file ended {size} bytes early (cut back while being sent)")
+        position += sent
+        size -= sent
+
+
+async def _writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+    ready: asyncio.Future[None] = loop.create_future()
+    loop.add_writer(fd, _settle, ready)
+    try:
+        await ready
+    finally:
+        loop.remove_writer(fd)
+
+
+def _settle(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
