@@ -50,7 +50,14 @@ def register(commands: Any) -> None:
         default=DEFAULT_SOURCE,
         help=f"barnabas (Python data source) or kafka (Spark's JVM connector); default {DEFAULT_SOURCE}",
     )
-    run.add_argument("--sink", choices=SOURCES, help="sink format for alerts and dead letters (default: --source)")
+    run.add_argument(
+        "--kafka-delivery",
+        choices=["exactly-once", "at-least-once"],
+        default="exactly-once",
+        help="alerts and dead letters: exactly-once (foreachBatch, skips what a crashed attempt sent; default) "
+        "or at-least-once (the --sink format's Kafka sink)",
+    )
+    run.add_argument("--sink", choices=SOURCES, help="Kafka sink format for at-least-once (default: --source)")
     run.add_argument("--threshold", type=float, default=80.0, help="alert above this value (default 80)")
     run.add_argument("--window", default="1 minute", help="aggregation window (default '1 minute')")
     run.add_argument("--watermark", default="30 seconds", help="watermark delay (default '30 seconds')")
@@ -104,7 +111,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
         dead_letter_topic=args.dead_letter_topic, source=args.source, sink=args.sink or args.source,
         threshold=args.threshold, window=args.window, watermark_delay=args.watermark,
         max_offsets_per_trigger=args.max_offsets_per_trigger, trigger_seconds=args.follow,
-        delta=not args.no_delta, master=args.master, spark_conf=conf,
+        delta=not args.no_delta, kafka_delivery=args.kafka_delivery, master=args.master, spark_conf=conf,
     )  # fmt: skip
     _ensure_pipeline_topics(args)
     try:

@@ -8,8 +8,10 @@ Queries, each with its own checkpoint under `<out>/checkpoints/` (a checkpoint b
 - `aggregates-delta`: the same rows to a Delta table at `<out>/aggregates-delta`, when the Delta jar
   loads (Delta's streaming sink is exactly-once through its transaction log).
 - `alerts-and-dead-letters`: readings above the threshold to the alerts topic and records that are not
-  readings to the dead-letter topic, through one Kafka sink (its `topic` column routes). Kafka sinks
-  are at-least-once: a batch replayed after a crash sends its alerts again, with the same key and body.
+  readings to the dead-letter topic, one query (the `topic` column routes). By default through
+  `kafka_once` (foreachBatch, exactly-once: a replayed batch sends only what its first attempt did not);
+  with `kafka_delivery="at-least-once"` through the Kafka sink of the `sink` format, which sends a
+  replayed batch's records again.
 
 Rules: the source format is one setting (`barnabas`, the Python data source, or `kafka`, Spark's JVM
 connector; both take Spark-Kafka option names), and so is the sink's. Rows that fail parsing are never
@@ -31,6 +33,7 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from .. import register
 from . import transforms
+from .kafka_once import ExactlyOnceKafkaWriter
 from .session import build_session
 
 log = logging.getLogger(__name__)
@@ -57,6 +60,7 @@ class PipelineConfig:
     max_offsets_per_trigger: int | None = None
     trigger_seconds: float | None = None
     delta: bool = True
+    kafka_delivery: str = "exactly-once"
     master: str = "local[2]"
     spark_conf: Mapping[str, str] = field(default_factory=dict)
 
@@ -134,12 +138,16 @@ def _file_query(frame: DataFrame, fmt: str, config: PipelineConfig, name: str, d
 
 def _kafka_query(frame: DataFrame, config: PipelineConfig) -> StreamingQuery:
     writer = (
-        frame.writeStream.format(config.sink)
-        .outputMode("append")
+        frame.writeStream.outputMode("append")
         .queryName(EVENTS)
-        .option("kafka.bootstrap.servers", config.bootstrap)
         .option("checkpointLocation", str(config.checkpoint(EVENTS)))
     )
+    if config.kafka_delivery == "exactly-once":
+        markers = config.out / "checkpoints" / f"{EVENTS}-sent"
+        topics = [config.alerts_topic, config.dead_letter_topic]
+        writer = writer.foreachBatch(ExactlyOnceKafkaWriter(config.bootstrap, topics, markers))
+    else:
+        writer = writer.format(config.sink).option("kafka.bootstrap.servers", config.bootstrap)
     return _triggered(writer, config).start()
 
 
