@@ -98,6 +98,20 @@ class Driver:
             self.kill_group()
 
 
+def _sent_by_in_flight_writer(consumer: Any, out: Path, flying: dict[str, int]) -> int:
+    """Records the alerts writer sent for its uncommitted batch: end offsets now minus its marker's."""
+    if EVENTS not in flying:
+        return 0
+    marker = out / "checkpoints" / f"{EVENTS}-sent" / f"{flying[EVENTS]}.json"
+    if not marker.exists():
+        return 0
+    sent = 0
+    for topic, partitions in json.loads(marker.read_text()).items():
+        for partition, start in partitions.items():
+            sent += consumer.get_watermark_offsets(TopicPartition(topic, int(partition)), timeout=10)[1] - start
+    return sent
+
+
 def _live_group_members(pgid: int) -> list[int]:
     """Pids in process group `pgid` that are not zombies (read from /proc)."""
     members = []
@@ -150,21 +164,23 @@ def test_pipeline_survives_driver_kill_with_exactly_once_files(
     first = Driver.start(spark_broker.bootstrap, out, "first")
     drivers.append(first)
     deadline = time.monotonic() + RUN_TIMEOUT_S
-    while True:
-        # Best: the alerts writer has begun its batch (marker written) and Spark has not committed it;
-        # failing that, any batch in flight once the aggregates query has committed three.
-        committed = len(_batch_ids(out / "checkpoints" / "aggregates" / "commits"))
-        flying = _in_flight(out)
-        writing = (
-            flying.get(EVENTS) is not None
-            and (out / "checkpoints" / f"{EVENTS}-sent" / f"{flying[EVENTS]}.json").exists()
-        )
-        if committed >= 1 and (writing or (committed >= 3 and flying)):
-            break
-        assert first.proc.poll() is None, f"driver exited before the kill:\n{first.describe()}"
-        assert time.monotonic() < deadline, f"no batch in flight after a commit:\n{first.describe()}"
-        time.sleep(0.01)
-    first.kill_group()
+    watcher = Consumer({"bootstrap.servers": spark_broker.bootstrap, "group.id": "pipeline-test-watcher"})
+    try:
+        while True:
+            # Best: the alerts writer has sent part of a batch that Spark has not committed yet; failing
+            # that, any batch in flight once the aggregates query has committed three.
+            committed = len(_batch_ids(out / "checkpoints" / "aggregates" / "commits"))
+            flying = _in_flight(out)
+            sent = _sent_by_in_flight_writer(watcher, out, flying)
+            if committed >= 1 and (sent or (committed >= 3 and flying)):
+                break
+            assert first.proc.poll() is None, f"driver exited before the kill:\n{first.describe()}"
+            assert time.monotonic() < deadline, f"no batch in flight after a commit:\n{first.describe()}"
+            time.sleep(0.01)
+        first.kill_group()
+        sent_by_dead_attempt = _sent_by_in_flight_writer(watcher, out, flying)
+    finally:
+        watcher.close()
     in_flight_at_kill = _in_flight(out)
     assert in_flight_at_kill, "every planned batch got committed before the kill landed"
 
@@ -206,7 +222,8 @@ def test_pipeline_survives_driver_kill_with_exactly_once_files(
     print(
         f"records {len(records)} (readings {len(readings)}, duplicates "
         f"{sum(r.kind is Kind.DUPLICATE for r in records)}, malformed {len(malformed)}); "
-        f"killed with {in_flight_at_kill} in flight (alerts writer had begun: {writing}); windows {len(expected)}; "
+        f"killed with {in_flight_at_kill} in flight, the alerts writer's dead attempt having sent "
+        f"{sent_by_dead_attempt} records; windows {len(expected)}; "
         f"orphan parquet files {_orphans(out / 'aggregates')}; alerts {len(alerts)} for {len(expected_alerts)} "
         f"readings; dead letters {len(dead)} for {len(malformed)} lines"
     )
