@@ -20,6 +20,7 @@ __all__ = [
     "DataLossError",
     "OffsetRange",
     "TopicPartition",
+    "new_records",
     "offsets_from_json",
     "offsets_to_json",
     "plan_ranges",
@@ -211,3 +212,12 @@ def rate_limit(
         share = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
         limited[tp] = min(end, begin + share)
     return limited
+
+
+def new_records(
+    start: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+    earliest_for_new: Mapping[TopicPartition, int],
+) -> int:
+    """Offsets available past `start`: what minOffsetsPerTrigger compares (KafkaMicroBatchStream.delayBatch)."""
+    return sum(max(0, end - start.get(tp, earliest_for_new.get(tp, end))) for tp, end in latest.items())

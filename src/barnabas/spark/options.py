@@ -135,6 +135,8 @@ class SourceOptions:
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
     max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
     poll_timeout_ms: int = 120_000
     group_id_prefix: str = "spark-kafka-source"
     # startingOffsetsByTimestampStrategy: with "latest", a partition with no record at or after the
@@ -183,6 +185,20 @@ def _int(params: Mapping[str, str], key: str) -> int | None:
         return int(value.strip())
     except ValueError:
         raise OptionError(f'For input string: "{value}"') from None
+
+
+_TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def time_string_ms(text: str) -> int:
+    """A duration such as `15m`, `30s` or `500` (milliseconds), as Spark's JavaUtils.timeStringAsMs reads it."""
+    match = re.fullmatch(r"(-?[0-9]+)([a-z]+)?", text.strip().lower())
+    if match is None or (match[2] is not None and match[2] not in _TIME_UNITS_MS):
+        raise OptionError(
+            "Time must be specified as seconds (s), milliseconds (ms), microseconds (us), minutes (m or min), "
+            f"hour (h), or day (d). E.g. 50s, 100ms, or 250us. Failed to parse time string: {text}"
+        )
+    return int(int(match[1]) * _TIME_UNITS_MS[match[2] or "ms"])
 
 
 def parse_partitions(text: str) -> tuple[TopicPartition, ...]:
@@ -384,6 +400,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         min_partitions=_int(params, "minpartitions"),
         max_records_per_partition=_int(params, "maxrecordsperpartition"),
         max_offsets_per_trigger=_int(params, "maxoffsetspertrigger"),
+        min_offsets_per_trigger=_int(params, "minoffsetspertrigger"),
+        max_trigger_delay_ms=time_string_ms(params.get("maxtriggerdelay", "15m")),
         poll_timeout_ms=poll_timeout if poll_timeout is not None else 120_000,
         group_id_prefix=params.get("groupidprefix", "spark-kafka-source"),
         timestamp_no_match_latest=no_match == "latest",

@@ -11,6 +11,7 @@ Rules this module keeps:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from .offsets import (
     DataLossError,
     OffsetRange,
     TopicPartition,
+    new_records,
     offsets_from_json,
     offsets_to_json,
     plan_ranges,
@@ -128,10 +130,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._offset_reader: OffsetReader | None = None
         self._available_now: dict[TopicPartition, int] | None = None
         self._latest: dict[TopicPartition, int] | None = None
+        self._last_trigger_s: float | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors get only the options: the admin client stays with the planner.
         return {"options": self.options, "_offset_reader": None, "_available_now": None, "_latest": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _last_trigger_s=None)
 
     @property
     def _reader(self) -> OffsetReader:
@@ -160,13 +166,34 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         available_now = self._available_now
         latest = dict(available_now) if available_now is not None else reader.latest(reader.partitions())
         self._latest = latest
-        if isinstance(limit, ReadMaxRows):
-            new = [tp for tp in latest if tp not in begin]
-            earliest = reader.earliest(new) if new else {}
-            end = rate_limit(limit.max_rows, begin, latest, earliest)
-        else:
-            end = latest
+        new = [tp for tp in latest if tp not in begin]
+        earliest = reader.earliest(new) if new else {}
+        if available_now is None and self._delay_batch(begin, latest, earliest):
+            return start
+        end = rate_limit(limit.max_rows, begin, latest, earliest) if isinstance(limit, ReadMaxRows) else latest
         return offsets_to_json(end)
+
+    def _delay_batch(
+        self, begin: dict[TopicPartition, int], latest: dict[TopicPartition, int], earliest: dict[TopicPartition, int]
+    ) -> bool:
+        """minOffsetsPerTrigger: wait for enough records, but no longer than maxTriggerDelay (delayBatch).
+
+        PySpark's stream reader takes one ReadLimit, so the minimum is checked here rather than passed to
+        Spark as a CompositeReadLimit; Trigger.AvailableNow ignores it, as Spark's Kafka source does.
+        """
+        minimum = self.options.min_offsets_per_trigger
+        if minimum is None:
+            return False
+        now = time.monotonic()
+        last = self._last_trigger_s
+        # The first batch never waits (Spark's lastTriggerMillis starts at 0).
+        if last is None or (now - last) * 1000 >= self.options.max_trigger_delay_ms:
+            self._last_trigger_s = now
+            return False
+        if new_records(begin, latest, earliest) < minimum:
+            return True
+        self._last_trigger_s = now
+        return False
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         return offsets_to_json(self._latest) if self._latest is not None else None

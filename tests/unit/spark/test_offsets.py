@@ -5,6 +5,7 @@ from __future__ import annotations
 from barnabas.spark.offsets import (
     OffsetRange,
     TopicPartition,
+    new_records,
     offsets_from_json,
     offsets_to_json,
     plan_ranges,
@@ -98,3 +99,8 @@ def test_rate_limit_includes_new_partitions_from_their_earliest_offset() -> None
 
 def test_rate_limit_with_nothing_new_returns_latest() -> None:
     assert rate_limit(10, {T0: 5}, {T0: 5}, {}) == {T0: 5}
+
+
+def test_new_records_counts_backlog_from_start_or_earliest() -> None:
+    assert new_records({T0: 5, T1: 9}, {T0: 8, T1: 9, T2: 4}, {T2: 1}) == 3 + 0 + 3
+    assert new_records({T0: 5}, {T0: 3}, {}) == 0

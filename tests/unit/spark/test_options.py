@@ -15,6 +15,7 @@ from barnabas.spark.options import (
     SubscribePattern,
     parse_sink_options,
     parse_source_options,
+    time_string_ms,
 )
 
 BOOTSTRAP = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
@@ -135,3 +136,20 @@ def test_sink_options() -> None:
         parse_sink_options({**BOOTSTRAP, "kafka.key.serializer": "x"})
     with pytest.raises(OptionError, match=r"Kafka option 'value\.serializer' is not supported"):
         parse_sink_options({**BOOTSTRAP, "kafka.value.serializer": "x"})
+
+
+def test_min_offsets_and_trigger_delay() -> None:
+    parsed = parse_source_options(
+        {**BOOTSTRAP, "subscribe": "a", "minOffsetsPerTrigger": "100", "maxTriggerDelay": "30s"}, streaming=True
+    )
+    assert (parsed.min_offsets_per_trigger, parsed.max_trigger_delay_ms) == (100, 30_000)
+    assert parse_source_options({**BOOTSTRAP, "subscribe": "a"}, streaming=True).max_trigger_delay_ms == 900_000
+    assert [time_string_ms(t) for t in ("250", "2min", "1h", "1d", "1500us")] == [
+        250,
+        120_000,
+        3_600_000,
+        86_400_000,
+        1,
+    ]
+    with pytest.raises(OptionError, match="Time must be specified as seconds"):
+        time_string_ms("soon")
