@@ -115,10 +115,10 @@ def run_pipeline(args: argparse.Namespace) -> int:
     )  # fmt: skip
     _ensure_pipeline_topics(args)
     try:
-        run(config, on_batch=lambda batch: print(batch.to_line(), flush=True), should_stop=lambda: False)
+        stopped = run(config, on_batch=lambda batch: print(batch.to_line(), flush=True), should_stop=lambda: False)
     except (PySparkException, Py4JError) as exc:
         raise CliError(_first_line(str(exc))) from None
-    print(f"pipeline finished; output in {os.fspath(args.out)}", flush=True)
+    print(f"pipeline {'stopped' if stopped else 'finished'}; output in {os.fspath(args.out)}", flush=True)
     return 0
 
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,8 +85,10 @@ class BatchProgress:
         })  # fmt: skip
 
 
-def run(config: PipelineConfig, on_batch: Callable[[BatchProgress], None], should_stop: Callable[[], bool]) -> None:
-    """Start every query and return when all have finished (availableNow) or `should_stop()` says so.
+def run(config: PipelineConfig, on_batch: Callable[[BatchProgress], None], should_stop: Callable[[], bool]) -> bool:
+    """Start every query and return when all have finished (availableNow), `should_stop()` says so, or
+    SIGINT/SIGTERM arrive; True when stopped early. Queries stop cleanly: a stopped query resumes its
+    interrupted batch on the next run.
 
     Raises the first query's StreamingQueryException if one fails.
     """
@@ -93,6 +97,12 @@ def run(config: PipelineConfig, on_batch: Callable[[BatchProgress], None], shoul
         master=config.master, kafka_connector=uses_kafka, delta=config.delta, conf=config.spark_conf
     )
     spark = session.spark
+    # Replace PySpark's SIGINT handler (it cancels jobs with a Py4J call from inside the signal handler,
+    # re-entering a call the main thread is in) with a flag the watch loop polls.
+    signalled = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda _signum, _frame: signalled.set())
     if "barnabas" in (config.source, config.sink):
         register(spark)
     parsed = transforms.parse(_read(spark, config))
@@ -108,7 +118,8 @@ def run(config: PipelineConfig, on_batch: Callable[[BatchProgress], None], shoul
         log.warning("no Delta table this run: writing Parquet only")
     queries[EVENTS] = _kafka_query(events, config)
     try:
-        _watch(queries, on_batch, should_stop)
+        _watch(queries, on_batch, lambda: signalled.is_set() or should_stop())
+        return signalled.is_set() or should_stop()
     finally:
         for query in queries.values():
             if query.isActive:
