@@ -156,7 +156,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._wakeup.clear()
                     await self._wakeup.wait()
                     continue
-                assert isinstance(frame, bytes | bytearray)
+                assert isinstance(frame, bytes | memoryview)
                 if not self._can_write.is_set():
                     await self._can_write.wait()
                 await self._handle(frame)
@@ -171,7 +171,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._reading_paused = False
             self._transport.resume_reading()
 
-    async def _handle(self, frame: bytes | bytearray) -> None:
+    async def _handle(self, frame: bytes | memoryview) -> None:
         try:
             api_key, api_version, correlation_id = peek_header(frame)
         except RemoteProtocolError as exc:
@@ -196,13 +196,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if (self._answers or self._sending is not None) and not spec.pipelined:
             await self._answers_done.wait()
         result: Any = spec.handler(self._state, request)
+        del request
         if inspect.isawaitable(result):
             if spec.pipelined:
-                self._queue_answer(spec.name, asyncio.ensure_future(result))
+                task = asyncio.ensure_future(result)
+                # Its writes have landed once it is done: the frame's buffer may serve the next one.
+                task.add_done_callback(lambda _: self._frames.recycle(frame))
+                self._queue_answer(spec.name, task)
                 while len(self._answers) >= MAX_PIPELINED:
                     await asyncio.wait([self._answers[0][1]])
                 return
             result = await result
+        self._frames.recycle(frame)
         if self._answers or self._sending is not None:  # behind answers still being worked on or sent
             done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             done.set_result(result)

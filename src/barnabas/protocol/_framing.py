@@ -7,9 +7,14 @@ Rules this module keeps:
   with :meth:`FrameReader.buffer_updated` (asyncio's BufferedProtocol). Nothing else is done
   with them until ``next_frame`` returns one whole frame or ``NEED_DATA``.
 - Small frames share a fixed scratch buffer and come back as ``bytes`` (one copy). A frame over
-  ``LARGE_FRAME`` bytes gets its own ``bytearray`` of exactly its size as soon as its prefix is
-  in, the bytes already received are moved there, and every later read goes straight into it:
-  it comes back as that ``bytearray``, uncopied, and is the caller's to patch.
+  ``LARGE_FRAME`` bytes gets a buffer of its own as soon as its prefix is in, the bytes already
+  received are moved there, and every later read goes straight into it: it comes back as a
+  writable ``memoryview`` of exactly its size, uncopied, and is the caller's to patch.
+- Those buffers are recycled: once the caller is done with a large frame (its records written,
+  its answer sent) it may hand it back with :meth:`FrameReader.recycle`, and the next large frame
+  that fits reuses it, so a stream of produce requests does not pay for zeroing fresh memory
+  (a new megabyte ``bytearray`` is zero-filled page by page). Buffers are sized in
+  ``_GRANULE`` steps; at most ``_POOL_BUFFERS`` are kept.
 - A size prefix above the limit (``socket.request.max.bytes``) or below zero raises
   FrameTooLargeError from ``next_frame`` once the frames before it are returned: the payload is
   never buffered.
@@ -35,6 +40,10 @@ LARGE_FRAME = 64 * 1024
 #: How many bytes one read into the scratch buffer may bring.
 _READ_SIZE = 64 * 1024
 _SCRATCH_SIZE = 4 * _READ_SIZE
+#: Large-frame buffers are allocated in multiples of this, so one fits frames of nearby sizes.
+_GRANULE = 256 * 1024
+#: Recycled large-frame buffers kept at most.
+_POOL_BUFFERS = 4
 
 
 class NeedData(enum.Enum):
@@ -59,6 +68,7 @@ class FrameReader:
         "_large_bytes",
         "_larges",
         "_max_frame_size",
+        "_pool",
         "_scan",
         "_start",
     )
@@ -69,9 +79,11 @@ class FrameReader:
         #: Scratch layout: [_start, _scan) whole frames, [_scan, _end) the start of the next one.
         self._start = self._scan = self._end = 0
         #: Large frames not yet returned, each with the scratch position it comes before.
-        self._larges: deque[tuple[int, bytearray]] = deque()
+        self._larges: deque[tuple[int, memoryview]] = deque()
+        #: Recycled large-frame buffers.
+        self._pool: list[bytearray] = []
         #: The large frame still being filled (the last of ``_larges``), and its bytes so far.
-        self._filling: bytearray | None = None
+        self._filling: memoryview | None = None
         self._filled = 0
         #: Bytes in ``_larges`` (the one being filled counts what it has).
         self._large_bytes = 0
@@ -131,7 +143,19 @@ class FrameReader:
             self.buffer_updated(count)
             view = view[count:]
 
-    def next_frame(self) -> bytes | bytearray | NeedData:
+    def recycle(self, frame: bytes | memoryview) -> None:
+        """Hand back a large frame ``next_frame`` returned, once nothing reads or writes it any more."""
+        if not isinstance(frame, memoryview) or not isinstance(frame.obj, bytearray):
+            return
+        buffer = frame.obj
+        pool = self._pool
+        if any(kept is buffer for kept in pool):
+            return
+        pool.append(buffer)
+        if len(pool) > _POOL_BUFFERS:
+            pool.remove(min(pool, key=len))
+
+    def next_frame(self) -> bytes | memoryview | NeedData:
         """Return the next complete frame's payload (without the size prefix), or NEED_DATA.
 
         Raises:
@@ -176,7 +200,7 @@ class FrameReader:
                 self._scan = frame_end
                 continue
             if size > LARGE_FRAME:
-                large = bytearray(size)
+                large = self._frame_buffer(size)
                 have = self._end - self._scan - 4
                 with memoryview(buffer) as view:
                     large[:have] = view[self._scan + 4 : self._end]
@@ -187,6 +211,16 @@ class FrameReader:
                 self._large_bytes += have
                 self._reset_if_empty()
             return
+
+    def _frame_buffer(self, size: int) -> memoryview:
+        """A writable view of exactly ``size`` bytes: the smallest recycled buffer that fits, or a new one."""
+        fitting = [buffer for buffer in self._pool if len(buffer) >= size]
+        if fitting:
+            buffer = min(fitting, key=len)
+            self._pool.remove(buffer)
+        else:
+            buffer = bytearray(-(-size // _GRANULE) * _GRANULE)
+        return memoryview(buffer)[:size]
 
     def _reset_if_empty(self) -> None:
         """Start the scratch buffer over once everything in it was returned."""

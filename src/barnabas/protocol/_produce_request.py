@@ -3,8 +3,8 @@
 kio copies each partition's records into a new ``bytes`` (and refuses writable buffers), so a
 megabyte produce cost two extra copies before the log could patch the batch. This decoder reads
 the small fields itself and returns each partition's records as a ``memoryview`` of the frame:
-of a ``bytearray`` frame it is writable, so the log patches baseOffset and partitionLeaderEpoch
-in place and writes the same bytes to the segment.
+of a writable frame (a ``bytearray``, or the frame reader's own buffer) it is writable, so the log
+patches baseOffset and partitionLeaderEpoch in place and writes the same bytes to the segment.
 
 Rules this module keeps:
 
@@ -67,7 +67,7 @@ class _Reader:
 
     __slots__ = ("frame", "pos", "view")
 
-    def __init__(self, frame: bytes | bytearray, pos: int) -> None:
+    def __init__(self, frame: bytes | bytearray | memoryview, pos: int) -> None:
         self.frame = frame
         self.view = memoryview(frame)
         self.pos = pos
@@ -140,7 +140,7 @@ class _Reader:
             self.need(self.uvarint())
 
 
-def decode_produce_request(frame: bytes | bytearray, pos: int, version: int) -> ProduceRequestData:
+def decode_produce_request(frame: bytes | bytearray | memoryview, pos: int, version: int) -> ProduceRequestData:
     """Decode the ProduceRequest body that starts at ``pos`` (after the request header).
 
     Raises:

@@ -8,7 +8,7 @@ Rules this module keeps:
   in RequestHeader.json); flexible versions add a tagged-field section, which is skipped.
 - Bodies go through kio's native reader; a frame it refuses only for an unknown tagged field
   is retried once through ``strip_unknown_tags``. Produce bodies go through the hand-written
-  decoder instead (``_produce_request``), whose records are views of the frame: a ``bytearray``
+  decoder instead (``_produce_request``), whose records are views of the frame: a writable
   frame stays the records' buffer. kio needs ``bytes``, so other frames are converted.
 - Every failure to decode surfaces as RemoteProtocolError: the caller closes the connection.
 """
@@ -52,7 +52,7 @@ class Request:
     size: int
 
 
-def peek_header(frame: bytes | bytearray) -> tuple[int, int, int]:
+def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     """Return (api_key, api_version, correlation_id) without decoding anything else.
 
     Raises:
@@ -87,7 +87,7 @@ def _reader(schema: type) -> Any:
     return reader
 
 
-def _parse_header(frame: bytes | bytearray, flexible: bool) -> tuple[RequestHeader, int]:
+def _parse_header(frame: bytes | bytearray | memoryview, flexible: bool) -> tuple[RequestHeader, int]:
     api_key, api_version, correlation_id = peek_header(frame)
     pos = _FIXED_HEADER.size
     if len(frame) < pos + 2:
@@ -108,7 +108,7 @@ def _parse_header(frame: bytes | bytearray, flexible: bool) -> tuple[RequestHead
     return RequestHeader(api_key, api_version, correlation_id, client_id), pos
 
 
-def _read_uvarint(frame: bytes | bytearray, pos: int, where: str) -> tuple[int, int]:
+def _read_uvarint(frame: bytes | bytearray | memoryview, pos: int, where: str) -> tuple[int, int]:
     value = shift = 0
     while True:
         if pos >= len(frame):
@@ -123,7 +123,7 @@ def _read_uvarint(frame: bytes | bytearray, pos: int, where: str) -> tuple[int, 
             raise RemoteProtocolError("unsigned varint is too long")
 
 
-def skip_header_tags(frame: bytes | bytearray, pos: int, where: str) -> int:
+def skip_header_tags(frame: bytes | bytearray | memoryview, pos: int, where: str) -> int:
     """Skip the tagged-field section of a flexible request or response header (``where`` names it).
 
     Raises:
@@ -139,7 +139,7 @@ def skip_header_tags(frame: bytes | bytearray, pos: int, where: str) -> int:
     return pos
 
 
-def decode_request(frame: bytes | bytearray) -> Request:
+def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     """Decode a whole request frame (the payload after the size prefix).
 
     Raises:

@@ -8,6 +8,7 @@ by the registry so the connection answers it as Kafka does. Produce bodies are d
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 from pathlib import Path
@@ -68,7 +69,7 @@ def kio_body(frame: bytes) -> Any:
 
 
 def produce_fields(body: Any, *, ours: bool) -> tuple[Any, ...]:
-    timeout = body.timeout_ms if ours else int(body.timeout.total_seconds() * 1000)
+    timeout = body.timeout_ms if ours else body.timeout // datetime.timedelta(milliseconds=1)
     topics = [
         (t.name, [(int(p.index), None if p.records is None else bytes(p.records)) for p in t.partition_data])
         for t in body.topic_data

@@ -93,7 +93,7 @@ def test_a_large_frame_is_read_into_its_own_buffer() -> None:
     payload = bytes(range(256)) * (LARGE_FRAME // 128)
     read_by_socket(reader, frame(payload), [1 << 20])
     got = reader.next_frame()
-    assert isinstance(got, bytearray)  # handed over, not copied out of a shared buffer
+    assert isinstance(got, memoryview) and not got.readonly  # handed over, not copied out of a shared buffer
     assert got == payload
     assert reader.next_frame() is NEED_DATA
     assert reader.buffered == 0
@@ -150,3 +150,24 @@ def test_end_of_stream_inside_a_large_frame_is_a_protocol_error() -> None:
     reader.receive_data(b"")
     with pytest.raises(RemoteProtocolError):
         reader.next_frame()
+
+
+def test_a_recycled_buffer_carries_the_next_large_frame() -> None:
+    reader = FrameReader(max_frame_size=1 << 22)
+    first = b"a" * (3 * LARGE_FRAME)
+    read_by_socket(reader, frame(first), [1 << 20])
+    got = reader.next_frame()
+    assert isinstance(got, memoryview) and got == first
+    buffer = got.obj
+    reader.recycle(got)
+    second = b"b" * (2 * LARGE_FRAME + 7)  # smaller: fits the recycled buffer
+    read_by_socket(reader, frame(second) + frame(b"small"), [1 << 20])
+    again = reader.next_frame()
+    assert isinstance(again, memoryview)
+    assert again.obj is buffer and again == second and len(again) == len(second)
+    assert reader.next_frame() == b"small"
+    larger = b"c" * (8 * LARGE_FRAME)  # does not fit: a new buffer, the recycled one untouched
+    reader.recycle(again)
+    read_by_socket(reader, frame(larger), [1 << 20])
+    third = reader.next_frame()
+    assert isinstance(third, memoryview) and third.obj is not buffer and third == larger

@@ -45,7 +45,7 @@ def encode(entity: Any) -> bytes:
 
 
 def as_plain(entity: Any, *, ours: bool) -> tuple[Any, ...]:
-    timeout = entity.timeout_ms if ours else int(entity.timeout.total_seconds() * 1000)
+    timeout = entity.timeout_ms if ours else entity.timeout // datetime.timedelta(milliseconds=1)
     return (
         entity.transactional_id,
         int(entity.acks),
