@@ -92,13 +92,14 @@ def spark_session() -> Any:
 
 
 def cpu_seconds(broker_pid: int) -> dict[str, float]:
-    """CPU seconds used so far by the broker, Spark's JVM and PySpark's Python workers (from /proc).
+    """CPU seconds used so far by the broker, this run's Spark JVM and its Python workers (from /proc).
 
-    Python workers are forked by `pyspark.daemon` processes, which the JVM starts; a process's reaped
-    children count in its cutime/cstime, so workers that have exited are still counted.
+    Only this process's descendants count (other Spark jobs may share the machine). Python workers are
+    forked by `pyspark.daemon` processes, which the JVM starts; a process's reaped children count in its
+    cutime/cstime, so workers that have exited are still counted.
     """
     tick = os.sysconf("SC_CLK_TCK")
-    groups = {"broker": 0.0, "jvm": 0.0, "python_workers": 0.0}
+    stats: dict[int, tuple[int, str, float, float]] = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
@@ -106,8 +107,21 @@ def cpu_seconds(broker_pid: int) -> dict[str, float]:
         except OSError:
             continue
         own, children = (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
-        if int(pid) == broker_pid:
+        stats[int(pid)] = (int(fields[1]), command, own, children)
+
+    def descends_from_us(pid: int) -> bool:
+        while pid in stats and pid > 1:
+            pid = stats[pid][0]
+            if pid == os.getpid():
+                return True
+        return False
+
+    groups = {"broker": 0.0, "jvm": 0.0, "python_workers": 0.0}
+    for pid, (_parent, command, own, children) in stats.items():
+        if pid == broker_pid:
             groups["broker"] += own
+        elif not descends_from_us(pid):
+            continue
         elif "java" in command and "SparkSubmit" in command:
             groups["jvm"] += own
             groups["python_workers"] += children
@@ -150,7 +164,8 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"{result['records']:,} records × {result['size']} B in {result['partitions']} partitions of one barnabas "
         f"broker; Spark {result['spark']} local[2], noop sink, {result['runs']} alternating runs per source, "
-        f"{result['when']}. MB/s = record values, 10^6 B/s.",
+        f"{result['when']}, {result['cpus']} CPUs, load average {result['load_average'][0]:.1f} at the end "
+        "(other jobs shared the machine). MB/s = record values, 10^6 B/s.",
         "",
         "| source | rows/s (best) | MB/s (best) | rows/s (median) | MB/s (median) | runs (s) |",
         "|---|---:|---:|---:|---:|---|",
@@ -163,12 +178,13 @@ def markdown(result: dict[str, Any]) -> str:
         )
     ratio = ours["rows_per_s_median"] / jvm["rows_per_s_median"]
     lines += ["", f"barnabas ÷ JVM (median): **{ratio:.2f}×**", ""]
-    lines += ["CPU seconds per run (median), by process:", "", "| source | broker | Spark JVM | Python workers |"]
-    lines += ["|---|---:|---:|---:|"]
+    lines += ["CPU seconds per run (median), by process:", ""]
+    lines += ["| source | broker | Spark JVM | Python workers | total |", "|---|---:|---:|---:|---:|"]
     for name in ("barnabas", "kafka"):
         runs = result["sources"][name]["cpu_s"]
         medians = [statistics.median(run[group] for run in runs) for group in ("broker", "jvm", "python_workers")]
-        lines.append(f"| {name} | " + " | ".join(f"{m:.2f}" for m in medians) + " |")
+        total = statistics.median(sum(run.values()) for run in runs)
+        lines.append(f"| {name} | " + " | ".join(f"{m:.2f}" for m in medians) + f" | {total:.2f} |")
     lines.append("")
     return "\n".join(lines)
 
