@@ -145,3 +145,21 @@ def test_jvm_connector_and_barnabas_read_the_same_rows(
     query.awaitTermination(120)
     assert query.exception() is None
     assert rows(spark.table("jvm_stream")) == ours
+
+
+def test_fail_on_data_loss_when_the_range_starts_below_the_log_start(
+    spark: Any, spark_broker: BrokerProcess, new_topic: Callable[[int], str]
+) -> None:
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic = new_topic(1)
+    produce(spark_broker.bootstrap, topic, numbered(1, 50))
+    admin = AdminClient({"bootstrap.servers": spark_broker.bootstrap})
+    for future in admin.delete_records([KafkaTopicPartition(topic, 0, 20)]).values():
+        future.result(30)
+    options = {"assign": json.dumps({topic: [0]}), "startingOffsets": json.dumps({topic: {"0": 10}})}
+    with pytest.raises(Exception, match=r"Offsets \[10, 20\) of .*-0 are gone \(log start 20\)"):
+        reader(spark, "barnabas", spark_broker.bootstrap, **options).collect()
+    kept = reader(spark, "barnabas", spark_broker.bootstrap, failOnDataLoss="false", **options)
+    assert [row.offset for row in kept.orderBy("offset").collect()] == list(range(20, 50))

@@ -38,22 +38,34 @@ def run_available_now(spark: Any, bootstrap: str, topic: str, out: Path, checkpo
 def test_restart_from_checkpoint_has_no_duplicates_and_no_gaps(
     spark: Any, spark_broker: BrokerProcess, new_topic: Callable[[int], str], tmp_path: Path
 ) -> None:
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
     topic = new_topic(2)
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-    produce(spark_broker.bootstrap, topic, numbered(2, 1000))
+    first_records = numbered(2, 1000)
+    produce(spark_broker.bootstrap, topic, first_records)
 
     first = run_available_now(spark, spark_broker.bootstrap, topic, out, checkpoint)
     # maxOffsetsPerTrigger pro-rated over two equal backlogs: 300, 300, 300, then the last 100.
     assert first == [300, 300, 300, 100]
 
-    produce(spark_broker.bootstrap, topic, numbered(2, 500, first=1000))
+    # While the query is down the topic grows a partition; the restart reads it from its start.
+    admin = AdminClient({"bootstrap.servers": spark_broker.bootstrap})
+    for future in admin.create_partitions([NewPartitions(topic, 3)]).values():
+        future.result(30)
+    second_records = numbered(3, 600, first=1000)
+    produce(spark_broker.bootstrap, topic, second_records)
     second = run_available_now(spark, spark_broker.bootstrap, topic, out, checkpoint)
-    assert sum(second) == 500
+    assert sum(second) == 600
     assert all(rows <= 300 for rows in second)
 
+    # The offset each record got: partitions number their records in the order they were produced.
+    expected: dict[tuple[int, int], str] = {}
+    next_offset = [0, 0, 0]
+    for record in first_records + second_records:
+        expected[(record.partition, next_offset[record.partition])] = record.value.decode()
+        next_offset[record.partition] += 1
     # Spark's reader of a file sink honours _spark_metadata: only committed files.
     written = [(row.partition, row.offset, row.value) for row in spark.read.parquet(str(out)).collect()]
-    assert len(written) == len(set(written)) == 1500
-    assert {(p, o) for p, o, _ in written} == {(p, o) for p in range(2) for o in range(750)}
-    # Records are produced round-robin: the n-th record went to partition n % 2 at offset n // 2.
-    assert all(value == f"v-{2 * offset + partition}" for partition, offset, value in written)
+    assert len(written) == len(set(written)) == 1600
+    assert {(p, o): v for p, o, v in written} == expected
