@@ -31,7 +31,7 @@ def test_compare_writes_a_sane_side_by_side_report(tmp_path: Path) -> None:
     out = tmp_path / "compare"
     done = _compare(
         "--systems", ",".join(SYSTEMS), "--brokers", "1", "--produce-seconds", "1.5", "--warmup-seconds", "0.5",
-        "--latency-seconds", "1.5", "--latency-loads", "10,50", "--metadata-seconds", "1",
+        "--latency-seconds", "1.5", "--latency-loads", "50", "--metadata-seconds", "1",
         "--metadata-partitions", str(METADATA_PARTITIONS), "--loopback-seconds", "0.5", "--disk-seconds", "0.5",
         "--output", str(out), "--no-progress",
         timeout=380,
@@ -67,14 +67,13 @@ def test_compare_writes_a_sane_side_by_side_report(tmp_path: Path) -> None:
         # Every acknowledged record was read back, counted by the consumers themselves.
         assert consume["records"] == consume["acknowledged"] == produced, key
         assert consume["mb_per_s"] > 0
-        for load in (10, 50):
-            latency = phases[f"latency_{load}"]
-            assert latency["records"] > 0 and latency["measured_records"] > 0, (key, load)
-            assert latency["consumed"] + latency["undelivered"] == latency["records"]
-            if key != "tansu":  # Tansu may hold back the newest batch (see bench/README.md)
-                assert latency["undelivered"] == 0, (key, load)
-            ms = latency["latency_ms"]
-            assert 0 < ms["p50"] <= ms["p99"] <= ms["p99.9"] <= ms["max"] * 1.01, (key, load, ms)
+        latency = phases["latency_50"]
+        assert latency["records"] > 0 and latency["measured_records"] > 0, key
+        assert latency["consumed"] + latency["undelivered"] == latency["records"]
+        if key != "tansu":  # Tansu may never deliver some acknowledged records (see bench/README.md)
+            assert latency["undelivered"] == 0, key
+        ms = latency["latency_ms"]
+        assert 0 < ms["p50"] <= ms["p99"] <= ms["p99.9"] <= ms["max"] * 1.01, (key, ms)
         assert phases["latency_50"]["target_records_per_s"] == pytest.approx(
             phases["produce_acks_1"]["records_per_s"] * 0.5, rel=0.01
         )

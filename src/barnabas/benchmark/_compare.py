@@ -66,7 +66,8 @@ class CompareSettings:
     brokers: tuple[int, ...] = (1, 3)
     workloads: tuple[str, ...] = WORKLOADS
     produce_s: float = 10.0
-    #: An unreported acks=1 produce run first on every system (JIT compilation, page cache, connections).
+    #: An unreported acks=1 produce run first on every system (JIT compilation, page cache, connections),
+    #: and as long of untimed Metadata requests before the timed ones.
     warmup_s: float = 3.0
     latency_s: float = 10.0
     latency_loads: tuple[float, ...] = (0.1, 0.5, 0.8)
@@ -177,6 +178,8 @@ class _Compare:
             entry["phases"] = self._workloads(spec, system)
         except BenchError as exc:
             entry.update(status="failed", reason=str(exc))
+        except Exception as exc:  # a client library error: still one system's failure, not the run's
+            entry.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
         finally:
             with self._task(f"{spec.label}: stopping"):
                 system.stop()
@@ -341,7 +344,8 @@ class _Compare:
         group = WorkerGroup("metadata clients", run._alive_check)
         try:
             for _ in range(settings.producers):
-                group.add(metadata_worker, MetadataJob(system.bootstrap, topic, count, settings.metadata_s))
+                job = MetadataJob(system.bootstrap, topic, count, settings.metadata_s, settings.warmup_s)
+                group.add(metadata_worker, job)
             with self._task(f"{spec.label}: Metadata with {count:,} partitions", settings.metadata_s) as task:
                 group.wait_ready()
                 meter = _CpuMeter(run.broker_pids, None)

@@ -204,6 +204,32 @@ def _other_load(report: dict[str, Any]) -> str:
     return f"{min(values):.2f}–{max(values):.2f}" if values else "?"
 
 
+def _short_of_target(phase: dict[str, Any]) -> str:
+    """How far short of its target a paced run fell, when its producers sent under 95 % of it (saturated)."""
+    achieved, target = phase["records_per_s"], phase["target_records_per_s"]
+    if achieved >= 0.95 * target:
+        return ""
+    return f" of {target * phase['mb_per_s'] / achieved:,.1f} targeted"
+
+
+def _cpu_lines(report: dict[str, Any]) -> list[str]:
+    """Per system: the broker's cores and other users' cores over its throughput phases."""
+    lines = []
+    for system in report["systems"].values():
+        phases = [
+            p for p in (system.get("phases") or {}).values() if p["kind"] in ("produce", "consume") and p.get("cpu")
+        ]
+        if not phases:
+            continue
+
+        def spread(key: str, of: list[dict[str, Any]] = phases) -> str:
+            values = [p["cpu"][key] for p in of if p["cpu"].get(key) is not None]
+            return f"{min(values):.2f}–{max(values):.2f}" if values else "?"
+
+        lines.append(f"- {system['label']}: broker {spread('broker')} cores, other {spread('other')} cores")
+    return lines
+
+
 def compare_markdown(report: dict[str, Any]) -> str:
     """The whole report as a markdown page."""
     env = report["environment"]
@@ -239,12 +265,17 @@ def compare_markdown(report: dict[str, Any]) -> str:
             f"{disk['plain']['mb_per_s']:,.0f} MB/s plain writes, {disk['fsync']['mb_per_s']:,.0f} MB/s with an "
             f"fsync every {disk['fsync']['fsync_every_bytes'] >> 20} MiB.",
         ]
+    lines += ["", "CPU during the produce and consume phases (cores; 'other' = other users' processes):", ""]
+    lines += _cpu_lines(report)
     lines += ["", "Latency runs (paced rate each system ran at):", ""]
     for system in report["systems"].values():
         runs = [p for p in (system.get("phases") or {}).values() if p["kind"] == "latency"]
         if runs:
             rates = ", ".join(
-                f"{p['load']:.0%} = {p['mb_per_s']:,.1f} MB/s (max {p['latency_ms']['max']:,.1f} ms)" for p in runs
+                f"{p['load']:.0%} = {p['mb_per_s']:,.1f} MB/s{_short_of_target(p)} "
+                f"(max {p['latency_ms']['max']:,.0f} ms, producers "
+                f"up to {p['worst_producer_lag_ms']:,.0f} ms behind schedule)"
+                for p in runs
             )
             lines.append(f"- {system['label']}: {rates}")
     lines += [

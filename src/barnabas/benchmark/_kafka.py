@@ -194,7 +194,9 @@ class KafkaCluster:
         cluster_id = _kafka_uuid()
         for node in self.nodes:
             node.write_properties(voters, self.size, self.settings)
-        storage_tool = [java, "-cp", f"{self.lib}/*", "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c"]
+        # --cluster-id=ID in one word: an id starting with "-" (base64url) would read as an option.
+        storage_tool = [java, "-cp", f"{self.lib}/*", "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}"]
+        storage_tool.append("--config")
         formats = [
             subprocess.Popen(
                 [*storage_tool, str(node.properties_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT

@@ -5,6 +5,8 @@ Rules this module keeps:
 - Each process asks for the metadata of all topics (``list_topics()``: one MetadataRequest per call,
   librdkafka does not answer it from its cache) back to back for ``duration_s``, one request at a
   time, and times each call, decoding into Python objects included (the same cost for every system).
+- Before reporting ready, each process asks untimed for ``warmup_s`` (a JVM broker's Metadata path
+  is several times slower until the JIT has compiled it).
 - Every answer must list ``partitions`` partitions for ``topic``; anything else is an error.
 - Latencies go into the same 1 %-bucket histogram as the latency workload.
 """
@@ -33,6 +35,7 @@ class MetadataJob:
     topic: str
     partitions: int
     duration_s: float
+    warmup_s: float = 0.0
 
 
 def metadata_worker(index: int, job: MetadataJob, counter: Any, go: Any, events: Any) -> None:
@@ -53,6 +56,9 @@ def _check(metadata: Any, job: MetadataJob) -> None:
 def _ask(index: int, job: MetadataJob, counter: Any, go: Any, events: Any) -> dict[str, Any]:
     admin = AdminClient({"bootstrap.servers": job.bootstrap, "log_level": 0})
     _check(admin.list_topics(timeout=_REQUEST_TIMEOUT_S), job)  # connected, and the topic is complete
+    warm_until = time.monotonic() + job.warmup_s
+    while time.monotonic() < warm_until:
+        admin.list_topics(timeout=_REQUEST_TIMEOUT_S)
     histogram = Histogram()
     events.put(("ready", index, None))
     if not go.wait(_GO_TIMEOUT_S):

@@ -144,7 +144,10 @@ def _register_compare(commands: Any) -> None:
     )
     parser.add_argument("--produce-seconds", type=float, default=10.0, help="seconds per produce run (per acks)")
     parser.add_argument(
-        "--warmup-seconds", type=float, default=3.0, help="unreported acks=1 produce run first on every system"
+        "--warmup-seconds",
+        type=float,
+        default=3.0,
+        help="unreported acks=1 produce run (and untimed Metadata requests) first on every system",
     )
     parser.add_argument("--latency-seconds", type=float, default=10.0, help="seconds per latency load")
     parser.add_argument(
