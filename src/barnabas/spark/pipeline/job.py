@@ -24,6 +24,7 @@ import json
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 AGGREGATES = "aggregates"
 AGGREGATES_DELTA = "aggregates-delta"
 EVENTS = "alerts-and-dead-letters"
+INITIALIZE_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,12 +113,19 @@ def run(config: PipelineConfig, on_batch: Callable[[BatchProgress], None], shoul
     events = transforms.alerts(deduped, config.threshold, config.alerts_topic).unionByName(
         transforms.dead_letters(parsed, config.dead_letter_topic)
     )
-    queries = {AGGREGATES: _file_query(aggregates, "parquet", config, AGGREGATES, "aggregates")}
+    starters: dict[str, Callable[[], StreamingQuery]] = {
+        AGGREGATES: lambda: _file_query(aggregates, "parquet", config, AGGREGATES, "aggregates")
+    }
     if session.delta:
-        queries[AGGREGATES_DELTA] = _file_query(aggregates, "delta", config, AGGREGATES_DELTA, "aggregates-delta")
+        starters[AGGREGATES_DELTA] = lambda: _file_query(
+            aggregates, "delta", config, AGGREGATES_DELTA, "aggregates-delta"
+        )
     else:
         log.warning("no Delta table this run: writing Parquet only")
-    queries[EVENTS] = _kafka_query(events, config)
+    starters[EVENTS] = lambda: _kafka_query(events, config)
+    queries: dict[str, StreamingQuery] = {}
+    for name, start in starters.items():
+        queries[name] = _initialized(start())
     try:
         _watch(queries, on_batch, lambda: signalled.is_set() or should_stop())
         return signalled.is_set() or should_stop()
@@ -125,6 +134,18 @@ def run(config: PipelineConfig, on_batch: Callable[[BatchProgress], None], shoul
             if query.isActive:
                 query.stop()
         spark.stop()
+
+
+def _initialized(query: StreamingQuery) -> StreamingQuery:
+    """Wait until `query` has created its sources before the next query starts.
+
+    Each `barnabas` source starts a Python planner process that must connect back to the JVM within
+    Spark's fixed 10 s (PythonWorkerFactory); started together on a busy machine, they can miss it.
+    """
+    deadline = time.monotonic() + INITIALIZE_TIMEOUT_S
+    while query.isActive and query.status["message"] == "Initializing sources" and time.monotonic() < deadline:
+        query.awaitTermination(1)
+    return query
 
 
 def _read(spark: SparkSession, config: PipelineConfig) -> DataFrame:
