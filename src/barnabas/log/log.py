@@ -567,6 +567,10 @@ class PartitionLog:
         if self._log_end_offset - self._recovery_point >= self._config.flush_messages:
             self.flush(now_ms)
 
+    def wait_for_appends(self) -> None:
+        """Wait for the leader appends in flight and complete them (a role change: a new epoch starts after them)."""
+        self._drain()
+
     def _drain(self) -> None:
         """Wait for every write in flight and complete them: the log holds no reservation afterwards."""
         while self._inflight:

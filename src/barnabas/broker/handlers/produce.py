@@ -40,6 +40,7 @@ from barnabas.protocol import (
 
 from ..errors import error_code_for
 from ..registry import CLOSE_CONNECTION, ApiSpec, Response
+from ..replication import LeaderReplica
 from ..state import BrokerState
 
 API_KEY = 0
@@ -68,13 +69,22 @@ def _min_insync(state: BrokerState, topic_name: str) -> int:
     return int(overrides.get("min.insync.replicas", state.config["min.insync.replicas"]))
 
 
-class _Pending(NamedTuple):
+class _Wait(NamedTuple):
     """An acks=all append waiting for the high watermark: where its result goes, and what it waits for."""
 
     topic_position: int
     partition_position: int
     topic_name: str
+    leader: LeaderReplica
     required_offset: int
+
+
+class _Started(NamedTuple):
+    """An append under way: its log, its pending append, and the leader that accepted it (None without replication)."""
+
+    log: PartitionLog
+    append: PendingAppend
+    leader: LeaderReplica | None
 
 
 class _InFlight(NamedTuple):
@@ -84,14 +94,13 @@ class _InFlight(NamedTuple):
     partition_position: int
     topic_name: str
     partition: int
-    log: PartitionLog
-    append: PendingAppend
+    started: _Started
 
 
 def begin_partition(
     state: BrokerState, topic_name: str, index: int, records: bytes | memoryview | None, *, acks: int, now_ms: int
-) -> ProducePartitionResult | tuple[PartitionLog, PendingAppend]:
-    """Check one partition's batch and start appending it: a failure, or the log and its pending append.
+) -> ProducePartitionResult | _Started:
+    """Check one partition's batch and start appending it: a failure, or the append under way.
 
     A writable view of the request frame is patched and written in place; anything else is copied first.
     """
@@ -112,14 +121,16 @@ def begin_partition(
         pending = partition_log.begin_append_as_leader(buffer, partition_state.leader_epoch, now_ms)
     except Exception as exc:
         return _error_result(topic_name, index, exc)
-    return partition_log, pending
+    leader = state.replicas.leader(topic_name, index) if state.replicas is not None else None
+    return _Started(partition_log, pending, leader)
 
 
-def finish_partition(state: BrokerState, topic_name: str, index: int, append: PendingAppend) -> ProducePartitionResult:
+def finish_partition(state: BrokerState, topic_name: str, index: int, started: _Started) -> ProducePartitionResult:
     """The result of a completed append; a successful one may move the high watermark and wakes fetches."""
+    append, leader = started.append, started.leader
     if append.error is not None:
         return _error_result(topic_name, index, append.error)
-    if state.replicas is not None and (leader := state.replicas.leader(topic_name, index)) is not None:
+    if leader is not None and not leader.resigned:
         leader.maybe_advance_high_watermark()
     result = append.result
     if not result.duplicate:
@@ -136,13 +147,13 @@ def append_partition(
     started = begin_partition(state, topic_name, index, records, acks=acks, now_ms=now_ms)
     if isinstance(started, ProducePartitionResult):
         return started
-    partition_log, append = started
+    append = started.append
     if not append.done:
         if append.landed is not None:
             with contextlib.suppress(BaseException):  # completing the append records its error
                 append.landed.result()
-        partition_log.complete_appends(state.now_ms())
-    return finish_partition(state, topic_name, index, append)
+        started.log.complete_appends(state.now_ms())
+    return finish_partition(state, topic_name, index, started)
 
 
 def handle(state: BrokerState, request: Request) -> Response | Awaitable[Response]:
@@ -150,6 +161,7 @@ def handle(state: BrokerState, request: Request) -> Response | Awaitable[Respons
     acks = int(body.acks)
     now_ms = state.now_ms()
     results: list[tuple[str, list[ProducePartitionResult]]] = []
+    waits: list[_Wait] = []
     in_flight: list[_InFlight] = []
     for topic in body.topic_data:
         partitions: list[ProducePartitionResult] = []
@@ -170,99 +182,106 @@ def handle(state: BrokerState, request: Request) -> Response | Awaitable[Respons
                 started = begin_partition(state, topic.name, data.index, data.records, acks=acks, now_ms=now_ms)
                 if isinstance(started, ProducePartitionResult):
                     outcome = started
-                elif started[1].done:
-                    outcome = finish_partition(state, topic.name, data.index, started[1])
+                elif started.append.done:
+                    position = (len(results), len(partitions))
+                    outcome = _settle(state, acks, waits, position, topic.name, data.index, started)
                 else:
-                    in_flight.append(_InFlight(len(results), len(partitions), topic.name, data.index, *started))
+                    in_flight.append(_InFlight(len(results), len(partitions), topic.name, data.index, started))
                     outcome = _failure(data.index, ErrorCode.unknown_server_error)  # replaced once it lands
             partitions.append(outcome)
         results.append((topic.name, partitions))
     if in_flight:
-        return _respond_when_written(state, request, results, in_flight)
-    return _respond(state, request, results)
+        return _respond_when_written(state, request, results, waits, in_flight)
+    return _respond(state, request, results, waits)
+
+
+def _settle(  # noqa: PLR0917 - where the result goes and what it came from
+    state: BrokerState,
+    acks: int,
+    waits: list[_Wait],
+    position: tuple[int, int],
+    topic_name: str,
+    index: int,
+    started: _Started,
+) -> ProducePartitionResult:
+    """A completed append's result; with acks=all, what it must wait for is added to ``waits``.
+
+    acks=all needs the leader that accepted the batch to lead still once the batch is complete
+    (Kafka's DelayedProduce answers NOT_LEADER_OR_FOLLOWER otherwise): a later leader may never
+    have received it. The wait is for the end of this batch, or for a duplicate the log end.
+    """
+    outcome = finish_partition(state, topic_name, index, started)
+    leader = started.leader
+    if acks != -1 or outcome.error_code != ErrorCode.none or state.replicas is None:
+        return outcome
+    if leader is None or leader.resigned or state.replicas.leader(topic_name, index) is not leader:
+        return _failure(index, ErrorCode.not_leader_or_follower)
+    result = started.append.result
+    required = started.log.log_end_offset if result.duplicate else result.last_offset + 1
+    if started.log.high_watermark < required:
+        waits.append(_Wait(*position, topic_name, leader, required))
+    return outcome
 
 
 async def _respond_when_written(
     state: BrokerState,
     request: Request,
     results: list[tuple[str, list[ProducePartitionResult]]],
+    waits: list[_Wait],
     in_flight: list[_InFlight],
 ) -> Response:
     # One writer thread writes in submission order: once the last write landed, all have.
     for item in reversed(in_flight):
-        landed = item.append.landed
-        if not item.append.done and landed is not None and not landed.done():
+        landed = item.started.append.landed
+        if not item.started.append.done and landed is not None and not landed.done():
             await asyncio.wrap_future(landed)
     now_ms = state.now_ms()
+    acks = int(request.body.acks)
     for item in in_flight:
-        if not item.append.done:
-            item.log.complete_appends(now_ms)
-        results[item.topic_position][1][item.partition_position] = finish_partition(
-            state, item.topic_name, item.partition, item.append
-        )
-    response = _respond(state, request, results)
+        if not item.started.append.done:
+            item.started.log.complete_appends(now_ms)
+        position = (item.topic_position, item.partition_position)
+        outcome = _settle(state, acks, waits, position, item.topic_name, item.partition, item.started)
+        results[item.topic_position][1][item.partition_position] = outcome
+    response = _respond(state, request, results, waits)
     if inspect.isawaitable(response):
         return await response
     return response
 
 
 def _respond(
-    state: BrokerState, request: Request, results: list[tuple[str, list[ProducePartitionResult]]]
+    state: BrokerState,
+    request: Request,
+    results: list[tuple[str, list[ProducePartitionResult]]],
+    waits: list[_Wait],
 ) -> Response | Awaitable[Response]:
-    acks = int(request.body.acks)
-    if acks == 0:
+    if int(request.body.acks) == 0:
         failed = any(outcome.error_code != ErrorCode.none for _, partitions in results for outcome in partitions)
         return CLOSE_CONNECTION if failed else None
-    pending: list[_Pending] = []
-    if acks == -1:
-        for topic_position, (topic_name, partitions) in enumerate(results):
-            for partition_position, outcome in enumerate(partitions):
-                if outcome.error_code == ErrorCode.none and outcome.base_offset >= 0:
-                    required = _required_offset(state, topic_name, outcome.partition_index)
-                    if required is not None:
-                        pending.append(_Pending(topic_position, partition_position, topic_name, required))
-    if pending:
-        return _respond_when_replicated(state, request, results, pending)
+    if waits:
+        return _respond_when_replicated(state, request, results, waits)
     return encode_produce_response(request.header.api_version, request.header.correlation_id, results)
-
-
-def _required_offset(state: BrokerState, topic: str, index: int) -> int | None:
-    """The high watermark the append just made needs, or None when it has it already.
-
-    The batch is complete, so the log end offset is at or past its end (later appends may have
-    completed too, or, for a duplicate, it is past its original): waiting for it is exact or
-    conservative.
-    """
-    leader = state.replicas.leader(topic, index) if state.replicas is not None else None
-    if leader is None:
-        return None
-    required = leader.log.log_end_offset
-    return None if leader.log.high_watermark >= required else required
 
 
 async def _respond_when_replicated(
     state: BrokerState,
     request: Request,
     results: list[tuple[str, list[ProducePartitionResult]]],
-    pending: list[_Pending],
+    waits: list[_Wait],
 ) -> Response:
     timeout_s = max(int(request.body.timeout_ms), 0) / 1000
 
-    async def settle(item: _Pending) -> None:
-        topic_name, partitions = results[item.topic_position]
+    async def settle(item: _Wait) -> None:
+        partitions = results[item.topic_position][1]
         outcome = partitions[item.partition_position]
-        leader = state.replicas.leader(topic_name, outcome.partition_index) if state.replicas is not None else None
-        code = (
-            ErrorCode.not_leader_or_follower
-            if leader is None
-            else await leader.wait_for_high_watermark(item.required_offset, timeout_s)
-        )
-        if code is ErrorCode.none and leader is not None and len(leader.isr) < _min_insync(state, topic_name):
+        leader = item.leader
+        code = await leader.wait_for_high_watermark(item.required_offset, timeout_s)
+        if code is ErrorCode.none and len(leader.isr) < _min_insync(state, item.topic_name):
             code = ErrorCode.not_enough_replicas_after_append
         if code is not ErrorCode.none:
             partitions[item.partition_position] = _failure(outcome.partition_index, code)
 
-    await asyncio.gather(*(settle(item) for item in pending))
+    await asyncio.gather(*(settle(item) for item in waits))
     return encode_produce_response(request.header.api_version, request.header.correlation_id, results)
 
 

@@ -200,6 +200,7 @@ class ReplicaManager:
     def _stop_leading(self, tp: TopicPartition) -> None:
         leader = self.leaders.pop(tp, None)
         if leader is not None:
+            leader.log.wait_for_appends()  # what this leader accepted is in its log before it follows
             leader.resign()
             self.state.fetch_waiters.notify(tp)
             for listener in self.leadership_listeners:
@@ -273,7 +274,11 @@ class ReplicaManager:
 
 
 def _start_epoch(partition_log: PartitionLog, leader_epoch: int) -> None:
-    """Record that ``leader_epoch`` starts at the log end, unless the log knows it already."""
+    """Record that ``leader_epoch`` starts at the log end, unless the log knows it already.
+
+    Appends of the previous epoch still being written land first: the new epoch starts after them.
+    """
+    partition_log.wait_for_appends()
     latest = partition_log.latest_epoch
     if latest is None or leader_epoch > latest:
         partition_log.leader_epoch_cache.assign(leader_epoch, partition_log.log_end_offset)
