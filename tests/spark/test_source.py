@@ -108,6 +108,9 @@ def test_batch_read_of_an_offset_range(
     got = [(row[3], row[4]) for row in rows(by_time)]
     assert got == [(0, j) for j in range(10, 20)] + [(1, j) for j in range(10, 13)]
 
+    # An empty topic plans no range: PySpark then runs one task with InputPartition(None), which reads nothing.
+    assert reader(spark, "barnabas", spark_broker.bootstrap, subscribe=new_topic(1)).count() == 0
+
     # minPartitions splits the three ranges into six tasks without losing or repeating a record.
     split = reader(spark, "barnabas", spark_broker.bootstrap, subscribe=topic, minPartitions="6")
     assert split.rdd.getNumPartitions() == 6
