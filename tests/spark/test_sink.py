@@ -94,3 +94,21 @@ def test_streaming_writer_round_trip(
     assert sorted((row.key, row.value, row.partition) for row in got) == sorted(
         (f"k{n}".encode(), f"V-{n}".encode(), n % 2) for n in range(200)
     )
+
+
+def test_keyed_rows_land_in_the_same_partitions_as_with_the_jvm_sink(
+    spark: Any, spark_broker: BrokerProcess, new_topic: Callable[[int], str]
+) -> None:
+    ours, jvm = new_topic(5), new_topic(5)
+    df = spark.createDataFrame([(f"key-{n}", f"v{n}") for n in range(50)], "key string, value string")
+    for fmt, topic in (("barnabas", ours), ("kafka", jvm)):
+        df.write.format(fmt).option("kafka.bootstrap.servers", spark_broker.bootstrap).option("topic", topic).mode(
+            "append"
+        ).save()
+    placed = {
+        topic: {row.key: row.partition for row in read_back(spark, spark_broker.bootstrap, topic)}
+        for topic in (ours, jvm)
+    }
+    assert len(placed[ours]) == 50
+    assert placed[ours] == placed[jvm]
+    assert len(set(placed[ours].values())) > 1

@@ -30,8 +30,15 @@ if TYPE_CHECKING:
 
 __all__ = ["BatchWriter", "StreamWriter", "batch_writer", "stream_writer"]
 
-# Producer settings for throughput; the user's kafka.* options override them.
-_PRODUCER_DEFAULTS = {"linger.ms": "5", "batch.size": str(1 << 20), "queue.buffering.max.kbytes": str(1 << 20)}
+# Producer settings; the user's kafka.* options override them. murmur2_random is the Java client's default
+# partitioner (murmur2 of the key, any partition for null keys), so keyed rows land where Spark's JVM sink
+# puts them; librdkafka's own default hashes with CRC32. The rest is for throughput.
+_PRODUCER_DEFAULTS = {
+    "partitioner": "murmur2_random",
+    "linger.ms": "5",
+    "batch.size": str(1 << 20),
+    "queue.buffering.max.kbytes": str(1 << 20),
+}
 _FLUSH_TIMEOUT_S = 120.0
 
 
