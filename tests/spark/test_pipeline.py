@@ -82,7 +82,10 @@ class Driver:
         return [json.loads(line) for line in self.stdout.read_text().splitlines() if line.startswith("{")]
 
     def describe(self) -> str:
-        return f"stdout:\n{self.stdout.read_text()[-3000:]}\nstderr:\n{self.stderr.read_text()[-5000:]}"
+        """The run's output without JVM stack frames and Ivy's resolution report (the causes stay)."""
+        noise = ("\tat ", "\t... ", "\tfound ", "\t[", ":: ", "\tconfs", "\t|", "\t-")
+        stderr = [line for line in self.stderr.read_text().splitlines() if not line.startswith(noise)]
+        return f"stdout:\n{self.stdout.read_text()[-3000:]}\nstderr:\n" + "\n".join(stderr)[-8000:]
 
     def kill_group(self) -> None:
         """SIGKILL every process of the group (driver, JVM, Python workers) and wait until none is left."""
