@@ -83,6 +83,8 @@ class CompareSettings:
     kafka_lib: Path | None = None
     barnabas_settings: tuple[str, ...] = ()
     show_progress: bool = True
+    #: Before each measured phase, wait up to this long for other processes to leave the CPU.
+    wait_idle_s: float = 0.0
 
     def validate(self) -> None:
         """Raise BenchError for settings that cannot be measured."""
@@ -105,6 +107,8 @@ class CompareSettings:
                 raise BenchError(f"{flag} must be positive")
         if self.warmup_s < 0:
             raise BenchError("--warmup-seconds must not be negative")
+        if self.wait_idle_s < 0:
+            raise BenchError("--wait-idle must not be negative")
         if not self.latency_loads or any(not 0 < load <= 1 for load in self.latency_loads):
             raise BenchError("--latency-loads are fractions in (0, 1]")
         for flag, count in {
@@ -147,7 +151,7 @@ class _Compare:
         return BenchSettings(
             output=s.output, bootstrap="(set per system)", duration_s=s.produce_s, record_size=s.record_size,
             partitions=s.partitions, producers=(s.producers,), consumers=s.consumers, acks=("1", "all"),
-            loopback_s=s.loopback_s, show_progress=s.show_progress,
+            loopback_s=s.loopback_s, show_progress=s.show_progress, wait_idle_s=s.wait_idle_s,
         )  # fmt: skip
 
     # -- limits ---------------------------------------------------------------------------
@@ -205,22 +209,25 @@ class _Compare:
             run.topics += warmup.topics
         if "produce" in workloads:
             for acks in ("1", "all"):
-                phase = run.produce(0, acks, settings.producers)
-                phase["name"] = f"produce acks={acks}"
-                phases[f"produce_acks_{acks}"] = phase
+                quiet = run._quiet()
+                phase = {**run.produce(0, acks, settings.producers), "name": f"produce acks={acks}"}
+                phases[f"produce_acks_{acks}"] = {**phase, "quiet_wait": quiet}
                 produced.append(phase)
         if "consume" in workloads:
-            phase = run.consume(0, produced, trust_end_offsets=False)
-            phase["name"] = "consume"
-            phases["consume"] = phase
+            quiet = run._quiet()
+            phases["consume"] = {**run.consume(0, produced, trust_end_offsets=False), "name": "consume"}
+            phases["consume"]["quiet_wait"] = quiet
         with self._task(f"{spec.label}: deleting topics"):
             _delete_topics(system.bootstrap, run.topics)
         if "latency" in workloads:
             max_rate = phases["produce_acks_1"]["records_per_s"]
             for load in settings.latency_loads:
-                phases[f"latency_{round(load * 100)}"] = self.latency(spec, system, run, load, max_rate)
+                quiet = run._quiet()
+                phase = self.latency(spec, system, run, load, max_rate)
+                phases[f"latency_{round(load * 100)}"] = {**phase, "quiet_wait": quiet}
         if "metadata" in workloads:
-            phases["metadata"] = self.metadata(spec, system, run)
+            quiet = run._quiet()
+            phases["metadata"] = {**self.metadata(spec, system, run), "quiet_wait": quiet}
         return phases
 
     def _create(self, bootstrap: str, topic: str, partitions: int, replication: int) -> None:

@@ -164,6 +164,13 @@ def _register_compare(commands: Any) -> None:
     parser.add_argument("--disk-seconds", type=float, default=3.0, help="seconds per disk measurement")
     parser.add_argument("--no-limits", action="store_true", help="skip the loopback and disk measurements")
     parser.add_argument(
+        "--wait-idle",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="before each measured phase, wait up to this long for other processes to leave the CPU",
+    )
+    parser.add_argument(
         "--kafka-lib", type=Path, help="directory of Kafka's jars (default: bench/kafka-server/build/lib)"
     )
     parser.add_argument(
@@ -202,6 +209,7 @@ def run_compare(args: argparse.Namespace) -> int:
         kafka_lib=args.kafka_lib,
         barnabas_settings=tuple(args.barnabas_set),
         show_progress=not args.no_progress,
+        wait_idle_s=args.wait_idle,
     )
     try:
         report = run_compare(settings)
