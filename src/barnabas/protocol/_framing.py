@@ -14,7 +14,7 @@ Rules this module keeps:
   its answer sent) it may hand it back with :meth:`FrameReader.recycle`, and the next large frame
   that fits reuses it, so a stream of produce requests does not pay for zeroing fresh memory
   (a new megabyte ``bytearray`` is zero-filled page by page). Buffers are sized in
-  ``_GRANULE`` steps; at most ``_POOL_BUFFERS`` are kept.
+  ``_GRANULE`` steps; at most ``_POOL_BUFFERS`` are kept, none over ``_POOL_MAX_BUFFER``.
 - A size prefix above the limit (``socket.request.max.bytes``) or below zero raises
   FrameTooLargeError from ``next_frame`` once the frames before it are returned: the payload is
   never buffered.
@@ -44,6 +44,8 @@ _SCRATCH_SIZE = 4 * _READ_SIZE
 _GRANULE = 256 * 1024
 #: Recycled large-frame buffers kept at most.
 _POOL_BUFFERS = 4
+#: Larger buffers are never kept: a rare huge request must not pin its memory to the connection.
+_POOL_MAX_BUFFER = 16 * 1024 * 1024
 
 
 class NeedData(enum.Enum):
@@ -149,7 +151,7 @@ class FrameReader:
             return
         buffer = frame.obj
         pool = self._pool
-        if any(kept is buffer for kept in pool):
+        if len(buffer) > _POOL_MAX_BUFFER or any(kept is buffer for kept in pool):
             return
         pool.append(buffer)
         if len(pool) > _POOL_BUFFERS:

@@ -171,3 +171,16 @@ def test_a_recycled_buffer_carries_the_next_large_frame() -> None:
     read_by_socket(reader, frame(larger), [1 << 20])
     third = reader.next_frame()
     assert isinstance(third, memoryview) and third.obj is not buffer and third == larger
+
+
+def test_huge_frames_are_not_kept_for_reuse() -> None:
+    reader = FrameReader(max_frame_size=1 << 26)
+    huge = b"h" * ((1 << 24) + 1)
+    read_by_socket(reader, frame(huge), [1 << 22])
+    got = reader.next_frame()
+    assert isinstance(got, memoryview) and len(got) == len(huge)
+    buffer = got.obj
+    reader.recycle(got)
+    read_by_socket(reader, frame(b"s" * (2 * LARGE_FRAME)), [1 << 20])
+    small = reader.next_frame()
+    assert isinstance(small, memoryview) and small.obj is not buffer
