@@ -103,7 +103,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._frames.buffer_updated(nbytes)
         if not self._frames.filling_large_frame:  # no use waking the reader for part of a frame
             self._wakeup.set()
-        if self._frames.buffered > PAUSE_READING_AT and not self._reading_paused and self._transport:
+        # The frame being filled does not count: nothing wakes the serving task (which resumes
+        # reading) until it is whole, so it is always read whole, up to socket.request.max.bytes.
+        if self._frames.waiting > PAUSE_READING_AT and not self._reading_paused and self._transport:
             self._reading_paused = True
             self._transport.pause_reading()
 

@@ -99,6 +99,14 @@ class FrameReader:
         return self._end - self._start + self._large_bytes
 
     @property
+    def waiting(self) -> int:
+        """Bytes received but not yet returned as frames, less those of the large frame being filled.
+
+        What a reader pausing the socket should count: the frame being filled is always read whole.
+        """
+        return self.buffered - (self._filled if self._filling is not None else 0)
+
+    @property
     def filling_large_frame(self) -> bool:
         """True while the next frame is a large one still being filled: ``next_frame`` would say NEED_DATA."""
         larges = self._larges

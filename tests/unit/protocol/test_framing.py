@@ -184,3 +184,17 @@ def test_huge_frames_are_not_kept_for_reuse() -> None:
     read_by_socket(reader, frame(b"s" * (2 * LARGE_FRAME)), [1 << 20])
     small = reader.next_frame()
     assert isinstance(small, memoryview) and small.obj is not buffer
+
+
+def test_the_large_frame_being_filled_is_not_counted_as_waiting() -> None:
+    # A reader pauses the socket on what waits; the frame being filled must be read whole first.
+    reader = FrameReader(max_frame_size=1 << 22)
+    small, large = b"s" * 10, b"x" * (4 * LARGE_FRAME)
+    read_by_socket(reader, frame(small) + frame(large)[:1000], [2000])
+    assert reader.buffered == 14 + 996
+    assert reader.waiting == 14
+    assert reader.next_frame() == small
+    assert reader.waiting == 0
+    read_by_socket(reader, frame(large)[1000:], [len(large)])
+    assert reader.waiting == reader.buffered == len(large)
+    assert reader.next_frame() == large
