@@ -234,7 +234,10 @@ async def _respond_when_written(
     for item in reversed(in_flight):
         landed = item.started.append.landed
         if not item.started.append.done and landed is not None and not landed.done():
-            await asyncio.wrap_future(landed)
+            # A failed write is not this task's error: completing the appends records it, and
+            # their partitions answer KAFKA_STORAGE_ERROR as Kafka does for a failed log write.
+            with contextlib.suppress(Exception):
+                await asyncio.wrap_future(landed)
     now_ms = state.now_ms()
     acks = int(request.body.acks)
     for item in in_flight:
