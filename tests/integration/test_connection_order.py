@@ -9,14 +9,44 @@ the correlation ids back.
 from __future__ import annotations
 
 import os
+import struct
 
 import pytest
 from kio.schema.errors import ErrorCode
 
 from tests.support.broker_process import BrokerProcess
-from tests.support.requests import PRODUCE, batch, connect, create_topic, produce_request, unique
+from tests.support.raw_client import RawKafkaClient, encode_request, frame, request_header
+from tests.support.requests import (
+    API_VERSIONS,
+    FETCH,
+    PRODUCE,
+    batch,
+    connect,
+    create_topic,
+    fetch_request,
+    produce,
+    produce_request,
+    unique,
+)
 
 pytestmark = pytest.mark.timeout(180)
+
+
+def correlation_ids(client: RawKafkaClient, count: int) -> list[int]:
+    """The correlation ids of the next ``count`` responses, in the order they arrive."""
+    return [struct.unpack_from(">i", client.recv_frame(30))[0] for _ in range(count)]
+
+
+def unsupported_api_versions(correlation_id: int) -> bytes:
+    """An ApiVersions request of a version the broker does not know: answered, in the v0 format."""
+    return frame(request_header(API_VERSIONS, 99, correlation_id, "raw-client", flexible=True))
+
+
+def fill_topic(client: RawKafkaClient, topic: str, batches: int, size: int) -> None:
+    """Create ``topic`` and write ``batches`` batches of ``size`` random bytes into it."""
+    create_topic(client, topic, **{"max.message.bytes": str(2 * size)})
+    for _ in range(batches):
+        assert produce(client, topic, 0, batch(os.urandom(size)), acks=1).error_code == ErrorCode.none
 
 
 @pytest.mark.parametrize("size_mib", [7, 9, 20])
@@ -36,3 +66,23 @@ def test_a_produce_larger_than_the_read_pause_threshold_is_answered(broker_facto
         ((partition,),) = [t.partition_responses for t in response.responses]
         assert partition.error_code == ErrorCode.none
         assert partition.base_offset == 0
+
+
+def test_an_unsupported_api_versions_is_answered_after_a_pipelined_produce(shared_broker: BrokerProcess) -> None:
+    topic = unique("order")
+    with connect(shared_broker) as client:
+        create_topic(client, topic)
+        produce_frame = encode_request(PRODUCE, 9, produce_request(topic, 0, batch(b"x" * 1000), acks=1), 101)
+        client.send_frame(produce_frame + unsupported_api_versions(102))
+        assert correlation_ids(client, 2) == [101, 102]
+
+
+def test_an_unsupported_api_versions_is_answered_after_a_fetch_sent_from_the_segment(
+    shared_broker: BrokerProcess,
+) -> None:
+    topic = unique("order")
+    with connect(shared_broker) as client:
+        fill_topic(client, topic, batches=20, size=50_000)
+        fetch_frame = encode_request(FETCH, 12, fetch_request([(topic, 0, 0, 10 << 20)]), 201)
+        client.send_frame(fetch_frame + unsupported_api_versions(202))
+        assert correlation_ids(client, 2) == [201, 202]

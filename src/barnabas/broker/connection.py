@@ -186,7 +186,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not spec.accepts(api_version):
             if api_key == API_VERSIONS_KEY:
                 low, high = spec.min_version, spec.max_version
-                self._write(encode_api_versions_error(correlation_id, ErrorCode.unsupported_version, low, high))
+                error = encode_api_versions_error(correlation_id, ErrorCode.unsupported_version, low, high)
+                self._answer_in_order(spec.name, error)
                 return
             self.close(f"{spec.name} v{api_version} is not supported (accepted {spec.accept_min}-{spec.max_version})")
             return
@@ -210,14 +211,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
             result = await result
         self._frames.recycle(frame)
-        if self._answers or self._sending is not None:  # behind answers still being worked on or sent
+        if self._answer_in_order(spec.name, result) and not self._can_write.is_set():
+            await self._can_write.wait()
+
+    def _answer_in_order(self, name: str, result: Any) -> bool:
+        """Answer now, or queue the answer behind those still being worked on or sent; True if now."""
+        if self._answers or self._sending is not None:
             done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             done.set_result(result)
-            self._queue_answer(spec.name, done)
-            return
-        self._answer(spec.name, result)
-        if not self._can_write.is_set():
-            await self._can_write.wait()
+            self._queue_answer(name, done)
+            return False
+        self._answer(name, result)
+        return True
 
     def _queue_answer(self, name: str, answer: asyncio.Future[Any]) -> None:
         self._answers.append((name, answer))
