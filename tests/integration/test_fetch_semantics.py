@@ -80,6 +80,29 @@ def test_long_poll_waits_then_wakes_on_produce(shared_broker: BrokerProcess, top
     assert partition.high_watermark == 3
 
 
+@pytest.mark.parametrize("produced_to", [0, 1, 2, 3])
+def test_long_poll_on_several_partitions_wakes_on_any_of_them(shared_broker: BrokerProcess, produced_to: int) -> None:
+    # A consumer's fetch names all its partitions; data on any one of them (the first, the
+    # last, one in between) must answer it, not max_wait. max_wait (20 s) is twice the read
+    # timeout, so a fetch left waiting fails the read instead of passing late.
+    name = unique("fetch-many")
+    with connect(shared_broker) as client:
+        create_topic(client, name, partitions=4)
+    with connect(shared_broker) as waiter:
+        request = fetch_request([(name, p, 0, 1 << 20) for p in (2, 0, 3, 1)], min_bytes=1, max_wait_ms=20_000)
+        correlation_id = waiter.send_request(FETCH, 12, request)
+        readable, _, _ = select.select([waiter.sock], [], [], 0.2)
+        assert not readable, "the fetch was answered before any data or max_wait"
+        produce_batches(shared_broker, name, 1, 100, partition=produced_to)
+        response = waiter.read_response(FETCH, 12, correlation_id, timeout=10)
+    answered = {int(p.partition_index): p for p in response.responses[0].partitions}
+    assert sorted(answered) == [0, 1, 2, 3]
+    for index, partition in answered.items():
+        assert partition.error_code == ErrorCode.none
+        assert [offset for offset, _ in batches_in(partition)] == ([0] if index == produced_to else [])
+        assert partition.high_watermark == (3 if index == produced_to else 0)
+
+
 def test_max_wait_expires_with_an_empty_answer(shared_broker: BrokerProcess, topic: str) -> None:
     with connect(shared_broker) as client:
         partition = fetch(client, topic, 0, 0, max_wait_ms=200, min_bytes=1)
