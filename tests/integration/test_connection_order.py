@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 import struct
+import time
+from collections.abc import Callable
 
 import pytest
 from kio.schema.errors import ErrorCode
 
+from barnabas.broker.connection import MAX_PIPELINED
 from tests.support.broker_process import BrokerProcess
 from tests.support.raw_client import RawKafkaClient, encode_request, frame, request_header
 from tests.support.requests import (
@@ -24,6 +27,7 @@ from tests.support.requests import (
     connect,
     create_topic,
     fetch_request,
+    latest_offset,
     produce,
     produce_request,
     unique,
@@ -40,6 +44,24 @@ def correlation_ids(client: RawKafkaClient, count: int) -> list[int]:
 def unsupported_api_versions(correlation_id: int) -> bytes:
     """An ApiVersions request of a version the broker does not know: answered, in the v0 format."""
     return frame(request_header(API_VERSIONS, 99, correlation_id, "raw-client", flexible=True))
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)  # polling the condition, not waiting for time to pass
+
+
+def runnable_seconds(pid: int) -> float:
+    """How long the main thread (the event loop) of process ``pid`` has run or waited to run.
+
+    Time on a CPU plus time in the run queue (/proc/PID/schedstat): a thread that never sleeps
+    adds the whole wall time however busy the machine is, a sleeping one almost nothing.
+    """
+    with open(f"/proc/{pid}/schedstat") as stat:
+        on_cpu, waiting, _ = stat.read().split()
+    return (int(on_cpu) + int(waiting)) / 1e9
 
 
 def fill_topic(client: RawKafkaClient, topic: str, batches: int, size: int) -> None:
@@ -86,3 +108,29 @@ def test_an_unsupported_api_versions_is_answered_after_a_fetch_sent_from_the_seg
         fetch_frame = encode_request(FETCH, 12, fetch_request([(topic, 0, 0, 10 << 20)]), 201)
         client.send_frame(fetch_frame + unsupported_api_versions(202))
         assert correlation_ids(client, 2) == [201, 202]
+
+
+def test_answers_queued_behind_a_fetch_being_sent_wait_without_spinning(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    # A Fetch answer the client does not read yet stays being sent (sendfile); the pipelined
+    # Produce answers behind it are done but may not be written. With MAX_PIPELINED of them
+    # queued the connection stops reading requests until one is written; it must sleep meanwhile,
+    # not wake on the done answer at every turn of the event loop. Then all arrive, in order.
+    broker: BrokerProcess = broker_factory().start()
+    assert broker.proc is not None
+    topic = unique("spin")
+    batches, size = 60, 512 << 10
+    produces = MAX_PIPELINED + 4
+    with connect(broker) as client, connect(broker) as observer:
+        fill_topic(observer, topic, batches, size)
+        requests = encode_request(FETCH, 12, fetch_request([(topic, 0, 0, 40 << 20)], max_bytes=40 << 20), 1)
+        for i in range(produces):
+            requests += encode_request(PRODUCE, 9, produce_request(topic, 0, batch(b"p"), acks=1), 100 + i)
+        client.send_frame(requests)
+        # The first MAX_PIPELINED produces are appended; their answers queue behind the fetch's.
+        wait_until(lambda: latest_offset(observer, topic) == batches + MAX_PIPELINED, "the queue to fill")
+        before = runnable_seconds(broker.proc.pid)
+        time.sleep(5.0)  # the measurement window: the client reads nothing for 5 s
+        runnable = runnable_seconds(broker.proc.pid) - before
+        assert runnable < 2.0, f"the event loop was running or runnable {runnable:.2f} s of 5 s with nothing to do"
+        assert correlation_ids(client, 1 + produces) == [1, *range(100, 100 + produces)]
+        assert latest_offset(observer, topic) == batches + produces

@@ -82,6 +82,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._answers: deque[tuple[str, asyncio.Future[Any]]] = deque()
         self._answers_done = asyncio.Event()
         self._answers_done.set()
+        #: Set whenever an answer leaves ``_answers``: a full queue has room again.
+        self._answer_taken = asyncio.Event()
         #: The response being sent with sendfile; nothing else is written meanwhile.
         self._sending: asyncio.Task[None] | None = None
 
@@ -206,8 +208,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 # Its writes have landed once it is done: the frame's buffer may serve the next one.
                 task.add_done_callback(lambda _: self._frames.recycle(frame))
                 self._queue_answer(spec.name, task)
+                # Not the first answer being done: it may still wait behind a response being sent.
                 while len(self._answers) >= MAX_PIPELINED:
-                    await asyncio.wait([self._answers[0][1]])
+                    self._answer_taken.clear()
+                    await self._answer_taken.wait()
                 return
             result = await result
         self._frames.recycle(frame)
@@ -233,6 +237,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         answers = self._answers
         while answers and answers[0][1].done() and self._sending is None:
             name, answer = answers.popleft()
+            self._answer_taken.set()
             if answer.cancelled():
                 self.close()
                 continue
