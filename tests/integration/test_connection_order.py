@@ -9,6 +9,7 @@ the correlation ids back.
 from __future__ import annotations
 
 import os
+import socket
 import struct
 import time
 from collections.abc import Callable
@@ -134,3 +135,30 @@ def test_answers_queued_behind_a_fetch_being_sent_wait_without_spinning(broker_f
         assert runnable < 2.0, f"the event loop was running or runnable {runnable:.2f} s of 5 s with nothing to do"
         assert correlation_ids(client, 1 + produces) == [1, *range(100, 100 + produces)]
         assert latest_offset(observer, topic) == batches + produces
+
+
+def test_a_half_closed_connection_gets_the_answer_of_a_fetch_sent_from_the_segment(
+    shared_broker: BrokerProcess,
+) -> None:
+    topic = unique("half-close")
+    with connect(shared_broker) as client:
+        fill_topic(client, topic, batches=20, size=500_000)
+        client.send_frame(encode_request(FETCH, 12, fetch_request([(topic, 0, 0, 20 << 20)], max_bytes=20 << 20), 7))
+        client.sock.shutdown(socket.SHUT_WR)
+        assert correlation_ids(client, 1) == [7]
+        assert client.is_closed(), "the broker closes once the answers are out"
+
+
+def test_a_half_closed_connection_gets_the_answers_of_pipelined_produces(shared_broker: BrokerProcess) -> None:
+    topic = unique("half-close")
+    with connect(shared_broker) as client:
+        create_topic(client, topic)
+        produces = 2 * MAX_PIPELINED
+        requests = b"".join(
+            encode_request(PRODUCE, 9, produce_request(topic, 0, batch(os.urandom(50_000)), acks), 10 + i)
+            for i, acks in enumerate([1, -1] * (produces // 2))
+        )
+        client.send_frame(requests)
+        client.sock.shutdown(socket.SHUT_WR)
+        assert correlation_ids(client, produces) == list(range(10, 10 + produces))
+        assert client.is_closed(), "the broker closes once the answers are out"

@@ -13,6 +13,8 @@ Rules this module keeps (Kafka's SocketServer/RequestChannel semantics):
   frame closes the connection with one log line. Nothing a client sends raises past here.
 - An unexpected error inside a handler is logged with its traceback and closes only this
   connection.
+- A client that half-closes (ends its stream after whole frames) gets the answers to them all,
+  pipelined and sendfile ones included; then the connection closes.
 - Reading pauses while complete frames wait and the buffer is large; writing waits for the
   transport to drain. A single frame is always read whole, however large (up to the limit).
 - A response with segment file ranges (Fetch) is sent by ``file_sender`` after the transport's
@@ -154,6 +156,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     return
                 if frame is NEED_DATA:
                     if self._frames.ended:
+                        # Half-closed: the answers to what was asked are still owed.
+                        await self._answers_done.wait()
                         self.close()
                         return
                     self._resume_reading()
