@@ -56,7 +56,10 @@ def cluster(tmp_path: Path) -> Iterator[BrokerCluster]:
 
 def test_metadata_shows_brokers_controller_leaders_and_isr(cluster: BrokerCluster) -> None:
     cluster.create_topic("described", 3, 3)
-    for broker in cluster.brokers:  # every broker tells the same story
+    for broker in cluster.brokers:  # every broker tells the same story once it has read the new topic
+        cluster.wait_for(
+            lambda md: cluster.fully_replicated(md, "described"), f"broker {broker.broker_id} has it", ask=[broker]
+        )
         md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
         assert sorted(md.brokers) == [0, 1, 2]
         assert md.controller_id in (0, 1, 2)

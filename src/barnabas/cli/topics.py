@@ -35,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    # log_level 0: librdkafka's info lines (e.g. "Purging 1 unserved events") must not follow the one-line error.
+    admin = AdminClient({"bootstrap.servers": args.bootstrap, "log_level": 0})
     try:
         return int(ACTIONS[args.action](admin, args))
     except KafkaException as exc:
