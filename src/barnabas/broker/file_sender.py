@@ -10,7 +10,8 @@ Rules this module keeps:
   connection until this returns: the frame's bytes go out in order, after every earlier answer.
 - Each file range is sent from a descriptor of its own (:meth:`FileSlice.open`), and the socket
   from a duplicate of the transport's descriptor, so neither a segment being closed nor the
-  transport closing can make a send land in another file or connection. Both are closed here.
+  transport closing can make a send land in another file or connection. Both are closed here,
+  and so is every slice in ``chunks`` (sent or not): a response is sent once.
 - Writes are non-blocking; when the socket is full this waits on the event loop for it to be
   writable (the duplicate descriptor may be watched; the transport's own may not).
 - A file range that ends early (the segment was cut back meanwhile) raises OSError: the frame is
@@ -60,6 +61,9 @@ async def send_with_files(socket_fd: int, chunks: Sequence[Any]) -> None:
     finally:
         for fd in opened:
             os.close(fd)
+        for chunk in chunks:
+            if isinstance(chunk, FileSlice):
+                chunk.close()
 
 
 async def _write_all(loop: asyncio.AbstractEventLoop, fd: int, views: list[memoryview]) -> None:

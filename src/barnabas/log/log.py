@@ -815,8 +815,9 @@ class PartitionLog:
     ) -> SliceResult:
         """What :meth:`read` returns, as a range of the segment file instead of its bytes (for sendfile).
 
-        Only batch headers are read (from the offset index's nearest entry on). The range is
-        checked again when the file is opened to send it (:meth:`FileSlice.open`).
+        Only batch headers are read (from the offset index's nearest entry on). The slice holds a
+        descriptor of the segment file of its own, so it stays readable if the segment is deleted
+        or compacted away; a cut back is caught when it is opened to send it (:meth:`FileSlice.open`).
 
         Raises:
             OffsetOutOfRangeError: ``offset`` is below the log start or above the log end.
@@ -837,7 +838,7 @@ class PartitionLog:
             if first.last_offset >= limit or first.size > budget:
                 break
             end, next_offset = segment.whole_batches_end(found.position, first, found.position + budget, limit)
-            records = FileSlice(segment, found.position, end - found.position, segment.generation)
+            records = FileSlice(segment, found.position, end - found.position)
             return SliceResult(records, next_offset, self._high_watermark, self._log_start_offset, self._log_end_offset)
         return SliceResult(None, offset, self._high_watermark, self._log_start_offset, self._log_end_offset)
 

@@ -63,3 +63,15 @@ def test_a_range_cut_back_before_sending_is_refused(tmp_path: Path) -> None:
     with pytest.raises(LogError):
         asyncio.run(send_and_receive([b"head", sliced], len(sliced) + 4))
     log.close()
+
+
+def test_a_range_whose_segment_was_deleted_before_sending_is_sent_whole(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    sliced = log.read_slice(0, 1 << 20).records
+    assert isinstance(sliced, FileSlice)
+    expected = b"head" + sliced.read() + b"tail"
+    (segment,) = log.segments
+    log.close()
+    segment.delete()  # closed and gone from the directory, as after retention or a compaction swap
+    assert asyncio.run(send_and_receive([b"head", sliced, b"tail"], len(expected))) == expected
+    assert sliced.closed, "the slice's descriptor is closed once it was sent"

@@ -69,11 +69,28 @@ def test_a_slice_cannot_be_opened_after_its_segment_was_cut_back(filled: Partiti
         sliced.open()
 
 
-def test_a_slice_cannot_be_opened_after_its_segment_closed(filled: PartitionLog) -> None:
-    sliced = first_slice(filled, 0, 1000)
-    filled.close()
+def test_a_slice_reads_its_segment_after_retention_deleted_it(filled: PartitionLog) -> None:
+    # Taken, then the segment is deleted before the response is sent (Kafka keeps the file readable
+    # until file.delete.delay.ms; here the slice's own descriptor does): it still sends the same bytes.
+    sliced = first_slice(filled, 0, 10_000)
+    expected = sliced.read()
+    segment = filled.segments[0]
+    filled.delete_records_before(filled.segments[1].base_offset)
+    filled.maintain(T0)
+    filled.maintain(T0 + 10 * 60 * 60 * 1000)  # past file.delete.delay.ms: the file is gone from the directory
+    assert segment.closed and not segment.path.exists()
+    assert filled.segments[0] is not segment
+    assert sliced.read() == expected
+    sliced.close()
     with pytest.raises(LogError):
         sliced.open()
+
+
+def test_a_slice_reads_its_segment_after_the_log_closed(filled: PartitionLog) -> None:
+    sliced = first_slice(filled, 0, 1000)
+    expected = sliced.read()
+    filled.close()
+    assert sliced.read() == expected
 
 
 def first_slice(log: PartitionLog, offset: int, max_bytes: int) -> FileSlice:
