@@ -11,16 +11,21 @@ Rules this module keeps:
   are written in the order they were made.
 - A failed write fails its future, and every later write of the same log fails too without
   touching the file (their offsets follow the failed batch) until the owner has cut the log
-  back and calls :meth:`WriteState.clear`.
+  back and calls :meth:`WriteState.clear`. A write whose future was cancelled before it ran is
+  not made; the owner fails it (and cuts back what follows it) like a failed one.
+- Nothing stops the thread but :meth:`AppendWriter.close`: an unexpected error is logged (and
+  fails that write), and the next write is taken. Owners wait on these futures; a dead thread
+  would block them forever.
 - :meth:`AppendWriter.close` lets queued writes finish, then stops the thread.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import NamedTuple
 
 from .segment import LogSegment
@@ -80,13 +85,29 @@ class AppendWriter:
 
     def _run(self) -> None:
         while (job := self._queue.get()) is not None:
-            if job.state.failure is not None:
-                job.future.set_exception(job.state.failure)
-                continue
             try:
-                job.segment.write_reserved(job.batch, job.position)
+                self._write(job)
             except BaseException as exc:
-                job.state.failure = exc
-                job.future.set_exception(exc)
-            else:
-                job.future.set_result(None)
+                logger.exception("append writer: unexpected error writing to %s", job.segment.path)
+                if job.state.failure is None:
+                    job.state.failure = exc
+                if not job.future.done():
+                    with contextlib.suppress(InvalidStateError):
+                        job.future.set_exception(exc)
+
+    @staticmethod
+    def _write(job: _Job) -> None:
+        if not job.future.set_running_or_notify_cancel():
+            # Cancelled before it ran: not written. The owner settles it as failed and cuts the
+            # log back to before it, the writes after it included.
+            return
+        if job.state.failure is not None:
+            job.future.set_exception(job.state.failure)
+            return
+        try:
+            job.segment.write_reserved(job.batch, job.position)
+        except BaseException as exc:
+            job.state.failure = exc
+            job.future.set_exception(exc)
+        else:
+            job.future.set_result(None)

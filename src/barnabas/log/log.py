@@ -542,7 +542,11 @@ class PartitionLog:
     def _settle(self, pending: PendingAppend) -> None:
         assert pending.landed is not None and pending.header is not None and pending.segment is not None
         pending.done = True
-        error = pending.landed.exception() or self._cutting_back
+        error: BaseException | None
+        if pending.landed.cancelled():  # not written (AppendWriter): fails like a failed write
+            error = LogError(f"append at offset {pending.result.base_offset} was cancelled before it was written")
+        else:
+            error = pending.landed.exception() or self._cutting_back
         if error is None:
             try:
                 pending.segment.complete_reserved(pending.position, pending.header)

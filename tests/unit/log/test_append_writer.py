@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from concurrent.futures import wait
 from pathlib import Path
 
 import pytest
 
-from barnabas.log import AppendWriter, LogConfig, LogManager, PartitionLog, PendingAppend
+from barnabas.log import AppendWriter, LogConfig, LogError, LogManager, PartitionLog, PendingAppend
+from barnabas.log.append_writer import WriteState
 
 from .batches import T0, idempotent_batch, make_batch, offsets
 from .conftest import OpenLog, crash
@@ -170,3 +172,59 @@ def test_without_a_writer_appends_are_done_at_once(open_log: OpenLog) -> None:
     pending = log.begin_append_as_leader(make_batch(2), 0, T0)
     assert pending.done and pending.landed is None
     assert log.log_end_offset == 2
+
+
+class _BlockingSegment:
+    """Stands in for a segment whose write holds the writer thread until released."""
+
+    path = Path("blocking.log")
+
+    def __init__(self) -> None:
+        self.writing = threading.Event()
+        self.release = threading.Event()
+
+    def write_reserved(self, batch: object, position: int) -> None:
+        self.writing.set()
+        assert self.release.wait(30), "never released"
+
+
+class _BrokenSegment:
+    """A segment whose write fails in a way the writer does not expect."""
+
+    path = Path("broken.log")
+
+    def write_reserved(self, batch: object, position: int) -> None:
+        raise SystemExit("not an OSError")
+
+
+def test_an_append_cancelled_before_its_write_is_cut_back_and_the_writer_goes_on(
+    open_log: OpenLog, writer: AppendWriter
+) -> None:
+    log = open_log()
+    log.attach_writer(writer)
+    blocking = _BlockingSegment()
+    held = writer.submit(blocking, b"", 0, WriteState())  # type: ignore[arg-type]
+    assert blocking.writing.wait(30)
+    cancelled = log.begin_append_as_leader(make_batch(2), 0, T0)
+    after = log.begin_append_as_leader(make_batch(3), 0, T0)
+    assert cancelled.landed is not None and cancelled.landed.cancel()  # e.g. its produce task was cancelled
+    blocking.release.set()
+    held.result(30)
+    log.wait_for_appends()
+    assert isinstance(cancelled.error, LogError)
+    assert after.error is not None, "its offsets followed the batch that was not written"
+    assert log.log_end_offset == 0
+    # The writer thread lives on and the log takes appends again from where it was cut back.
+    assert log.append_as_leader(make_batch(4), 0, T0).base_offset == 0
+    assert offsets(log.read(0, 1 << 20).records) == list(range(4))
+
+
+def test_an_unexpected_error_fails_that_write_and_the_writer_goes_on(writer: AppendWriter, tmp_path: Path) -> None:
+    state = WriteState()
+    broken = writer.submit(_BrokenSegment(), b"", 0, state)  # type: ignore[arg-type]
+    with pytest.raises(SystemExit):
+        broken.result(30)
+    assert isinstance(state.failure, SystemExit), "the writes of that log after it must fail too"
+    fine = _BlockingSegment()
+    fine.release.set()
+    assert writer.submit(fine, b"", 0, WriteState()).result(30) is None  # type: ignore[arg-type]
