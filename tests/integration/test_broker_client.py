@@ -294,7 +294,11 @@ def test_killed_broker_fails_requests_promptly(broker_factory: Any, run: Any) ->
         async with await connect(broker) as client, await connect(broker) as idle:
             await client.api_versions()
             await idle.api_versions()
-            waiting = asyncio.ensure_future(client.request(FETCH, 12, fetch("nope", 0, 0, max_wait_ms=20_000)))
+            # An empty partition, so the broker holds the fetch (an unknown topic was answered at once,
+            # and that answer could beat the kill).
+            name = unique("client-killed")
+            await create_topic(client, name)
+            waiting = asyncio.ensure_future(client.request(FETCH, 12, fetch(name, 0, 0, max_wait_ms=20_000)))
             await asyncio.sleep(0)
             await asyncio.to_thread(broker.kill)
             await raises_promptly(waiting)
