@@ -19,6 +19,7 @@ import threading
 from collections import deque
 from pathlib import Path
 
+from ._child import stop_child
 from ._settings import BenchError
 
 __all__ = ["BrokerProcess"]
@@ -98,14 +99,6 @@ class BrokerProcess:
         """SIGTERM (then SIGKILL after 30 s) and reap; the exit code, or None if never started."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(_STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self._reader is not None:
-            self._reader.join(timeout=5)
-            self._reader = None
+        stop_child(self.proc, self._reader, _STOP_TIMEOUT_S)
+        self._reader = None
         return self.proc.returncode

@@ -27,6 +27,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ._child import stop_child
 from ._settings import BenchError
 
 __all__ = ["PySpyRecorder", "find_py_spy", "format_profile_markdown", "summarise_speedscope"]
@@ -103,15 +104,8 @@ class PySpyRecorder:
             return None
         if self.proc.poll() is None:
             self.seconds = time.monotonic() - self.started_at
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(_STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self._reader is not None:
-            self._reader.join(timeout=5)
-            self._reader = None
+        stop_child(self.proc, self._reader, _STOP_TIMEOUT_S, signal.SIGINT)
+        self._reader = None
         return self.output if self.output.exists() else None
 
     def cpu_pid(self) -> int | None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from ._child import stop_child
 from ._kafka import free_ports
 from ._settings import BenchError
 
@@ -130,13 +131,5 @@ class TansuBroker:
     def stop(self) -> None:
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(_STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self._reader is not None:
-            self._reader.join(timeout=5)
-            self._reader = None
+        stop_child(self.proc, self._reader, _STOP_TIMEOUT_S)
+        self._reader = None
