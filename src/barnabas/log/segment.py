@@ -371,19 +371,8 @@ class LogSegment:
         position = self._size
         fd = self._require_fd()
         view = memoryview(batch)[: header.size]
-        written = 0
-        try:
-            while written < len(view):
-                written += os.write(fd, view[written:])
-        except BaseException:
-            os.ftruncate(fd, position)
-            raise
-        saved = (
-            self._max_timestamp,
-            self._offset_of_max_timestamp,
-            self._bytes_since_last_index_entry,
-            self._rolling_based_timestamp,
-        )
+        _write_whole(fd, view, position)
+        saved = self._index_stats()
         self._size = self._end = position + len(view)
         if position == 0:
             self._rolling_based_timestamp = header.max_timestamp
@@ -394,14 +383,7 @@ class LogSegment:
             # beyond the offsets its owner handed out.
             os.ftruncate(fd, position)
             self._size = self._end = position
-            self.offset_index.truncate_to(header.base_offset)
-            self.time_index.truncate_to(header.base_offset)
-            (
-                self._max_timestamp,
-                self._offset_of_max_timestamp,
-                self._bytes_since_last_index_entry,
-                self._rolling_based_timestamp,
-            ) = saved
+            self._undo_index(header.base_offset, saved)
             raise
         return position
 
@@ -427,42 +409,42 @@ class LogSegment:
         Raises:
             OSError: the write failed; the file is cut back to ``position``.
         """
-        fd = self._require_fd()
-        view = memoryview(batch)
-        written = 0
-        try:
-            while written < len(view):
-                written += os.write(fd, view[written:])
-        except BaseException:
-            os.ftruncate(fd, position)
-            raise
+        _write_whole(self._require_fd(), memoryview(batch), position)
 
     def complete_reserved(self, position: int, header: RecordBatchHeader) -> None:
         """Make a written reservation readable and index it (the owner's thread, in reservation order)."""
         if position != self._size:
             raise ValueError(f"segment {self._path}: completing byte {position}, but {self._size} is readable")
-        saved = (
+        saved = self._index_stats()
+        try:
+            self._after_batch(position, header, header.size)
+        except BaseException:
+            # An index write failed: the batch stays unreadable and unindexed.
+            self._undo_index(header.base_offset, saved)
+            raise
+        self._size = position + header.size
+        if position == 0:
+            self._rolling_based_timestamp = header.max_timestamp
+
+    def _index_stats(self) -> tuple[int, int, int, int | None]:
+        """What indexing a batch changes besides the index files, to put back if indexing fails."""
+        return (
             self._max_timestamp,
             self._offset_of_max_timestamp,
             self._bytes_since_last_index_entry,
             self._rolling_based_timestamp,
         )
-        try:
-            self._after_batch(position, header, header.size)
-        except BaseException:
-            # An index write failed: the batch stays unreadable and unindexed.
-            self.offset_index.truncate_to(header.base_offset)
-            self.time_index.truncate_to(header.base_offset)
-            (
-                self._max_timestamp,
-                self._offset_of_max_timestamp,
-                self._bytes_since_last_index_entry,
-                self._rolling_based_timestamp,
-            ) = saved
-            raise
-        self._size = position + header.size
-        if position == 0:
-            self._rolling_based_timestamp = header.max_timestamp
+
+    def _undo_index(self, base_offset: int, saved: tuple[int, int, int, int | None]) -> None:
+        """Take a batch whose indexing failed back out of the indexes and the saved statistics."""
+        self.offset_index.truncate_to(base_offset)
+        self.time_index.truncate_to(base_offset)
+        (
+            self._max_timestamp,
+            self._offset_of_max_timestamp,
+            self._bytes_since_last_index_entry,
+            self._rolling_based_timestamp,
+        ) = saved
 
     def cancel_reservations(self) -> None:
         """Forget reservations that will never complete and cut the file back to the readable end.
@@ -691,3 +673,14 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self._size}, path={str(self._path)!r})"
+
+
+def _write_whole(fd: int, view: memoryview, position: int) -> None:
+    """Write all of ``view`` to the O_APPEND ``fd``; on failure cut the file back to ``position`` and raise."""
+    written = 0
+    try:
+        while written < len(view):
+            written += os.write(fd, view[written:])
+    except BaseException:
+        os.ftruncate(fd, position)
+        raise
