@@ -57,6 +57,7 @@ from .log import (
 from .log_manager import LogManager
 from .meta_properties import MetaProperties, read_broker_id
 from .producer_state import ProducerStateManager
+from .scheduler import LogScheduler
 from .segment import LogSegment
 
 __all__ = [
@@ -90,6 +91,7 @@ __all__ = [
     "LogDirLockedError",
     "LogError",
     "LogManager",
+    "LogScheduler",
     "LogSegment",
     "MaintenanceResult",
     "MetaProperties",

@@ -118,16 +118,22 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new content, whole."""
+def write_atomically(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new content, whole.
+
+    With ``sync`` False nothing is fsynced: the caller syncs the file and its directory later
+    (until then a crash may leave the file empty or missing).
+    """
     tmp = path.with_name(path.name + TMP_SUFFIX)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)

@@ -30,9 +30,11 @@ Rules this module keeps:
 - A reader never sees half a batch: the log end offset moves after the segment's readable size,
   which moves after the whole write. Reads return whole batches only, never span two segments,
   and stop below ``max_offset`` (the high watermark for consumers).
-- Rolling fsyncs the old segment and writes a producer snapshot before the new segment takes
-  appends, so after a crash only the active segment needs recovery; the recovery point records
-  what is known durable.
+- Rolling writes a producer snapshot and fsyncs the old segment, so after a crash only the
+  segments above the recovery point need recovery; the recovery point records what is known
+  durable. With a :class:`LogScheduler` attached the fsyncs run on its thread (Kafka's async
+  ``flush-log`` after a roll) and the recovery point moves once they are done; a truncation
+  meanwhile voids them, as the data they covered may be gone.
 - With a single replica the high watermark follows the log end offset. Replication clears
   :attr:`PartitionLog.hw_follows_log_end` and drives :attr:`PartitionLog.high_watermark` itself,
   starting from :attr:`PartitionLog.checkpointed_high_watermark` (``replication-offset-checkpoint``);
@@ -49,9 +51,10 @@ import shutil
 import uuid
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
@@ -90,6 +93,7 @@ from .partition_metadata import read_topic_id, write_topic_id
 from .producer_state import ProducerStateManager
 from .recovery import LoadedLog, load_log, rebuild_producer_state
 from .retention import RetentionReason, SegmentStats, plan_retention
+from .scheduler import LogScheduler, SegmentSync, remove_files
 from .segment import LogSegment
 
 __all__ = [
@@ -274,6 +278,12 @@ class PartitionLog:
         self._next_offset = loaded.log_end_offset
         #: Set while appends after a failed one are being failed and cut back.
         self._cutting_back: BaseException | None = None
+        #: Syncs rolled segments and removes deleted files off the owner's thread when set.
+        self._scheduler: LogScheduler | None = None
+        #: Rolled segments' syncs under way: the future, the recovery point once done, the truncation count then.
+        self._syncs: deque[tuple[Future[None], int, int]] = deque()
+        #: Bumped by every truncation: a sync started before one no longer proves anything.
+        self._truncations = 0
         #: What recovery found, for logging and tests.
         self.load_report = loaded
 
@@ -368,6 +378,7 @@ class PartitionLog:
     @property
     def recovery_point(self) -> int:
         """Everything below this offset is known to be on disk."""
+        self._settle_syncs()
         return self._recovery_point
 
     @property
@@ -419,6 +430,10 @@ class PartitionLog:
         """Write leader batches on ``writer``'s thread from now on (None: on the caller's thread)."""
         self._drain()
         self._writer = writer
+
+    def attach_scheduler(self, scheduler: LogScheduler | None) -> None:
+        """Sync rolled segments and remove deleted files on ``scheduler``'s thread (None: on the caller's)."""
+        self._scheduler = scheduler
 
     @property
     def appends_in_flight(self) -> int:
@@ -743,7 +758,6 @@ class PartitionLog:
             return active
         base_offset = self._log_end_offset
         active.on_become_inactive()
-        active.flush()
         segment = LogSegment.create(
             self.directory,
             base_offset,
@@ -753,17 +767,39 @@ class PartitionLog:
         )
         self._segments.append(segment)
         self._bases.append(base_offset)
-        self._recovery_point = max(self._recovery_point, base_offset)
         self._producers.update_map_end_offset(base_offset)
-        self._producers.take_snapshot()
-        fsync_dir(self.directory)
+        snapshot = self._producers.take_snapshot(sync=False)
+        sync = SegmentSync(
+            [active.dup_fd()], [active.offset_index.path, active.time_index.path, snapshot], self.directory
+        )
+        future: Future[None] | None = None
+        if self._scheduler is not None:
+            with contextlib.suppress(RuntimeError):  # the scheduler is closing: sync here
+                future = self._scheduler.submit(sync.run)
+        if future is None:
+            sync.run()
+            self._recovery_point = max(self._recovery_point, base_offset)
+        else:
+            self._syncs.append((future, base_offset, self._truncations))
         logger.info("rolled log %s to a new segment at offset %d", self.directory, base_offset)
         return segment
+
+    def _settle_syncs(self) -> None:
+        """Move the recovery point past every rolled segment whose sync finished (in roll order)."""
+        syncs = self._syncs
+        while syncs and syncs[0][0].done():
+            future, offset, truncations = syncs.popleft()
+            error = future.exception()
+            if error is not None:
+                logger.error("syncing %s up to offset %d failed: %s", self.directory, offset, error)
+            elif truncations == self._truncations:
+                self._recovery_point = max(self._recovery_point, min(offset, self._log_end_offset))
 
     def flush(self, now_ms: int | None = None) -> None:
         """fsync every segment that may hold data above the recovery point; advance it to the end."""
         self._check_open()
         self._drain()
+        self._settle_syncs()
         for segment in self._segments[self._floor_segment(self._recovery_point) :]:
             segment.flush()
         self._recovery_point = self._log_end_offset
@@ -911,9 +947,14 @@ class PartitionLog:
         return self._log_start_offset
 
     def maintain(self, now_ms: int) -> MaintenanceResult:
-        """Retention, time-based flush, producer expiration and delayed file deletion."""
+        """Retention, time-based flush, producer expiration and delayed file deletion.
+
+        Writes in flight are not waited for: they go to the active segment, which retention only
+        deletes after a roll (and a roll waits for them).
+        """
         self._check_open()
-        self._drain()
+        self._settle_landed()
+        self._settle_syncs()
         result = MaintenanceResult()
         result.removed_files = self._remove_due_files(now_ms)
 
@@ -963,17 +1004,26 @@ class PartitionLog:
         self._producers.delete_snapshots_before(first)
 
     def _remove_due_files(self, now_ms: int) -> list[Path]:
+        """Remove (with a scheduler: have removed) the deleted segments' files that are due."""
         removed: list[Path] = []
         pending = []
         for deadline, paths in self._pending_deletions:
             if deadline <= now_ms:
-                for path in paths:
-                    path.unlink(missing_ok=True)
                 removed.extend(paths)
             else:
                 pending.append((deadline, paths))
         self._pending_deletions = pending
+        if removed:
+            self._in_background(partial(remove_files, removed))
         return removed
+
+    def _in_background(self, job: Callable[[], object]) -> None:
+        """Run ``job`` on the scheduler's thread, or here without one (or once it is closing)."""
+        if self._scheduler is not None:
+            with contextlib.suppress(RuntimeError):
+                self._scheduler.submit(job)
+                return
+        job()
 
     def truncate_to(self, offset: int, now_ms: int) -> bool:
         """Remove every record at or above ``offset`` (Kafka's UnifiedLog.truncateTo); return whether the log changed.
@@ -1018,6 +1068,7 @@ class PartitionLog:
         return True
 
     def _note_truncation(self) -> None:
+        self._truncations += 1
         base = self.active_segment.base_offset
         self.truncated_below = base if self.truncated_below is None else min(self.truncated_below, base)
 
@@ -1139,7 +1190,7 @@ class PartitionLog:
         doomed = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         os.replace(self.directory, doomed)
         fsync_dir(doomed.parent)
-        shutil.rmtree(doomed, ignore_errors=True)
+        self._in_background(partial(shutil.rmtree, doomed, ignore_errors=True))
 
     # --- helpers -----------------------------------------------------------------------------
 

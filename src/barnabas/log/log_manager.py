@@ -25,7 +25,12 @@ Rules this module keeps:
   the caller must let a pass in flight finish (or abort) before :meth:`LogManager.close`.
 - No clock is read: callers pass ``now_ms``.
 - With ``background_writes`` (the default) every log writes its leader batches on one shared
-  :class:`AppendWriter` thread, stopped after the logs are closed.
+  :class:`AppendWriter` thread, stopped after the logs are closed; and the disk work that need
+  not hold up the caller runs on one :class:`LogScheduler` thread: syncing rolled segments,
+  removing deleted segments and partition dirs, and writing the checkpoints
+  :meth:`LogManager.maintain` takes (their content is taken on the caller's thread). The
+  scheduler is drained before :meth:`LogManager.close` writes the final checkpoints, so no older
+  one lands after them.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ import os
 import shutil
 import uuid
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from functools import partial
 from pathlib import Path
 
 from .append_writer import AppendWriter
@@ -68,6 +75,7 @@ from .files import (
 )
 from .log import MaintenanceResult, PartitionLog
 from .meta_properties import MetaProperties, read_meta_properties, write_meta_properties
+from .scheduler import LogScheduler
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "LogManager"]
 
@@ -121,6 +129,7 @@ class LogManager:
         #: The log cleaner: which compacted log to clean next, its checkpoints, the pass in flight.
         self.cleaner = CleanerManager(cleaner_config or CleanerConfig())
         self._writer: AppendWriter | None = None
+        self._scheduler: LogScheduler | None = None
         try:
             for log_dir in self.log_dirs:
                 log_dir.mkdir(parents=True, exist_ok=True)
@@ -132,6 +141,7 @@ class LogManager:
             raise
         if background_writes:
             self._writer = AppendWriter()
+            self._scheduler = LogScheduler()
 
     # --- identity and locking ----------------------------------------------------------------
 
@@ -239,6 +249,7 @@ class LogManager:
                     high_watermark=high_watermarks.get(tp),
                 )
                 log.attach_writer(self._writer)
+                log.attach_scheduler(self._scheduler)
                 self._logs[tp] = (log_dir, log)
                 self.cleaner.reopened(tp)
                 loaded.append(tp)
@@ -293,6 +304,7 @@ class LogManager:
         log_dir = min(self.log_dirs, key=lambda d: counts[d])
         log = PartitionLog.open(log_dir / partition_dir_name(topic, partition), config, now_ms, topic_id=topic_id)
         log.attach_writer(self._writer)
+        log.attach_scheduler(self._scheduler)
         fsync_dir(log_dir)
         self._logs[tp] = (log_dir, log)
         return log
@@ -327,14 +339,29 @@ class LogManager:
         if self._last_checkpoint_ms is None:
             self._last_checkpoint_ms = now_ms
         elif now_ms - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
-            self.checkpoint()
+            self._write_checkpoints(self._checkpoint_contents())
             self._last_checkpoint_ms = now_ms
         if self._last_hw_checkpoint_ms is None:
             self._last_hw_checkpoint_ms = now_ms
         elif now_ms - self._last_hw_checkpoint_ms >= self.high_watermark_checkpoint_interval_ms:
-            self.checkpoint_high_watermarks()
+            self._write_checkpoints(self._high_watermark_contents())
             self._last_hw_checkpoint_ms = now_ms
         return results
+
+    def wait_for_syncs(self) -> None:
+        """Return once the background work queued so far (syncs, checkpoints, removals) is done."""
+        if self._scheduler is not None:
+            self._scheduler.wait()
+
+    def _write_checkpoints(self, contents: list[tuple[Path, dict[TopicPartition, int]]]) -> None:
+        """Write checkpoint files on the scheduler's thread (here without one)."""
+        for path, offsets in contents:
+            if self._scheduler is None:
+                OffsetCheckpointFile(path).write(offsets)
+            else:
+                self._scheduler.submit(partial(OffsetCheckpointFile(path).write, offsets)).add_done_callback(
+                    partial(_log_checkpoint_failure, path)
+                )
 
     def begin_cleaning(self, now_ms: int) -> CleaningJob | None:
         """Plan a cleaning pass over the filthiest compacted log, or None (see :class:`CleanerManager`).
@@ -351,22 +378,33 @@ class LogManager:
         return self.cleaner.clean_once(self._logs, now_ms)
 
     def checkpoint(self) -> None:
-        """Write every log dir's recovery-point and log-start-offset checkpoints."""
-        for log_dir in self.log_dirs:
-            logs = {tp: log for tp, (d, log) in self._logs.items() if d == log_dir}
-            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
-                {tp: log.recovery_point for tp, log in logs.items()}
-            )
-            OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
-                {tp: log.log_start_offset for tp, log in logs.items()}
-            )
+        """Write every log dir's recovery-point and log-start-offset checkpoints (on this thread)."""
+        for path, offsets in self._checkpoint_contents():
+            OffsetCheckpointFile(path).write(offsets)
 
     def checkpoint_high_watermarks(self) -> None:
         """Write every log dir's ``replication-offset-checkpoint`` (ReplicaManager.checkpointHighWatermarks)."""
+        for path, offsets in self._high_watermark_contents():
+            OffsetCheckpointFile(path).write(offsets)
+
+    def _checkpoint_contents(self) -> list[tuple[Path, dict[TopicPartition, int]]]:
+        contents = []
         for log_dir in self.log_dirs:
-            OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(
-                {tp: log.high_watermark for tp, (d, log) in self._logs.items() if d == log_dir}
+            logs = {tp: log for tp, (d, log) in self._logs.items() if d == log_dir}
+            contents.append((log_dir / RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in logs.items()}))
+            contents.append(
+                (log_dir / LOG_START_OFFSET_CHECKPOINT, {tp: log.log_start_offset for tp, log in logs.items()})
             )
+        return contents
+
+    def _high_watermark_contents(self) -> list[tuple[Path, dict[TopicPartition, int]]]:
+        return [
+            (
+                log_dir / REPLICATION_OFFSET_CHECKPOINT,
+                {tp: log.high_watermark for tp, (d, log) in self._logs.items() if d == log_dir},
+            )
+            for log_dir in self.log_dirs
+        ]
 
     def close(self) -> None:
         """Clean shutdown: close every log, checkpoint, mark each dir clean, release the locks.
@@ -378,6 +416,8 @@ class LogManager:
         self.cleaner.stopping = True
         failed: set[Path] = set()
         try:
+            if self._scheduler is not None:
+                self._scheduler.close()  # its checkpoint writes must not land after the final ones
             for tp, (log_dir, log) in sorted(self._logs.items()):
                 try:
                     log.close()
@@ -398,3 +438,8 @@ class LogManager:
     def _check_open(self) -> None:
         if self._closed:
             raise LogError("the log manager is closed")
+
+
+def _log_checkpoint_failure(path: Path, future: Future[None]) -> None:
+    if (error := future.exception()) is not None:
+        logger.error("writing %s failed: %s", path, error)

@@ -223,10 +223,13 @@ class ProducerStateManager:
                 offsets.append(offset)
         return sorted(offsets)
 
-    def take_snapshot(self) -> Path:
-        """Write the state as ``<map_end_offset>.snapshot`` (replacing one at the same offset)."""
+    def take_snapshot(self, *, sync: bool = True) -> Path:
+        """Write the state as ``<map_end_offset>.snapshot`` (replacing one at the same offset).
+
+        With ``sync`` False the caller fsyncs the file and the directory later (Kafka's asyncFlush).
+        """
         path = offset_path(self.directory, self._map_end_offset, SNAPSHOT_SUFFIX)
-        write_atomically(path, _encode_snapshot(self._producers.values()))
+        write_atomically(path, _encode_snapshot(self._producers.values()), sync=sync)
         return path
 
     def delete_snapshots_before(self, offset: int) -> None:

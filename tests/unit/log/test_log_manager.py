@@ -214,6 +214,8 @@ def test_delete_topic_partition(dirs: list[Path], managers: list[LogManager]) ->
     assert manager.delete_topic_partition("gone", 0)
     assert not manager.delete_topic_partition("gone", 0)
     assert manager.get("gone", 0) is None
+    assert not (dirs[0] / "gone-0").exists()  # renamed away at once; removed in the background
+    manager.wait_for_syncs()
     assert [p.name for p in dirs[0].iterdir() if p.is_dir()] == []
     manager.checkpoint()
     assert (dirs[0] / "recovery-point-offset-checkpoint").read_text() == "0\n0\n"
@@ -248,6 +250,7 @@ def test_maintain_runs_retention_and_checkpoints_when_due(dirs: list[Path], mana
     assert results[TopicPartition("t", 0)].deleted_segments == [(0, "retention_ms")]
     assert not (dirs[0] / "log-start-offset-checkpoint").exists()
     manager.maintain(T0 + 60_000)
+    manager.wait_for_syncs()  # checkpoints are written on the scheduler's thread
     assert (dirs[0] / "log-start-offset-checkpoint").read_text() == "0\n1\nt 0 2\n"
 
 
@@ -309,14 +312,18 @@ def test_high_watermarks_are_checkpointed_by_maintain_when_due(dirs: list[Path],
     log = _replicated(manager, 0, 5, 1)
     path = dirs[0] / "replication-offset-checkpoint"
     manager.maintain(T0 + 4_999)
+    manager.wait_for_syncs()  # checkpoints are written on the scheduler's thread
     assert not path.exists()
     manager.maintain(T0 + 5_000)  # replica.high.watermark.checkpoint.interval.ms
+    manager.wait_for_syncs()
     assert path.read_text() == "0\n1\nt 0 1\n"
     assert not (dirs[0] / "recovery-point-offset-checkpoint").exists()  # that one waits 60 s
     log.high_watermark = 4
     manager.maintain(T0 + 9_999)
+    manager.wait_for_syncs()
     assert path.read_text() == "0\n1\nt 0 1\n"
     manager.maintain(T0 + 10_000)
+    manager.wait_for_syncs()
     assert path.read_text() == "0\n1\nt 0 4\n"
 
 
@@ -326,6 +333,7 @@ def test_the_high_watermark_interval_is_configurable(dirs: list[Path], managers:
     manager.load_all(T0)
     _replicated(manager, 0, 2, 2)
     manager.maintain(T0 + 100)
+    manager.wait_for_syncs()
     assert (dirs[0] / "replication-offset-checkpoint").read_text() == "0\n1\nt 0 2\n"
 
 
