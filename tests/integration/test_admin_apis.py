@@ -176,6 +176,20 @@ def test_create_partitions(admin: AdminClient) -> None:
     assert caught.value.args[0].code() == KafkaError.INVALID_PARTITIONS
 
 
+def test_metadata_follows_a_topic_deleted_and_created_again(admin: AdminClient) -> None:
+    # The broker keeps each topic's encoded Metadata section until the metadata changes.
+    name = unique("again")
+    create(admin, name, partitions=2)
+    before = admin.list_topics(topic=name, timeout=TIMEOUT).topics[name]
+    assert len(before.partitions) == 2
+    admin.delete_topics([name])[name].result(TIMEOUT)
+    wait_for(lambda: name not in admin.list_topics(timeout=TIMEOUT).topics, what=f"{name} deleted")
+    create(admin, name, partitions=4)
+    after = admin.list_topics(topic=name, timeout=TIMEOUT).topics[name]
+    assert sorted(after.partitions) == [0, 1, 2, 3]
+    assert after.error is None and all(p.leader == 0 for p in after.partitions.values())
+
+
 def test_delete_records_moves_log_start(admin: AdminClient, shared_broker: BrokerProcess) -> None:
     name = unique("delrec")
     create(admin, name)

@@ -65,6 +65,22 @@ class BrokerState:
     controller: Controller | None = None
     groups: GroupCoordinator | None = None
     offsets_topic: OffsetsTopic | None = None
+    #: Derived answers (the Metadata handler's per-topic sections), and the (topics, brokers)
+    #: generations they were built from; see :meth:`derived`.
+    _derived: dict[Any, Any] = field(default_factory=dict, init=False, repr=False)
+    _derived_from: tuple[int, int] = field(default=(-1, -1), init=False, repr=False)
+
+    def derived(self) -> dict[Any, Any]:
+        """A cache for answers derived from topics, partition states and live brokers only.
+
+        It is emptied whenever one of those changes (their generations move), so what a handler
+        finds in it was built from the metadata it would read now.
+        """
+        generations = (self.topics.generation, self.brokers.generation)
+        if self._derived_from != generations:
+            self._derived_from = generations
+            self._derived = {}
+        return self._derived
 
     @property
     def controller_id(self) -> int:

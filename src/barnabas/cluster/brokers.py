@@ -41,6 +41,8 @@ class BrokerRegistry:
     def __init__(self, metastore: Metastore) -> None:
         self.membership = GroupMembership(metastore, BROKERS_GROUP)
         self.live: dict[int, BrokerInfo] = {}
+        #: Bumped whenever ``live`` may have changed (see TopicStore.generation).
+        self.generation = 0
 
     @property
     def prefix(self) -> str:
@@ -54,6 +56,7 @@ class BrokerRegistry:
         """
         await self.membership.join(session, str(info.broker_id), info.to_json(), wait_s)
         self.live[info.broker_id] = info
+        self.generation += 1
 
     async def deregister(self, session: Session, broker_id: int) -> None:
         await self.membership.leave(session, str(broker_id))
@@ -68,4 +71,5 @@ class BrokerRegistry:
             except (ValueError, KeyError):
                 continue  # not a broker registration; ignore rather than fail the cluster
         self.live = live
+        self.generation += 1
         return live

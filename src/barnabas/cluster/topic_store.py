@@ -60,6 +60,9 @@ class TopicStore:
         self.states: dict[tuple[str, int], PartitionState] = {}
         self._versions: dict[str, int] = {}
         self._state_versions: dict[tuple[str, int], int] = {}
+        #: Bumped by every change to ``topics`` or ``states``: whatever was derived from an older
+        #: generation (the Metadata handler's per-topic answers) is stale.
+        self.generation = 0
 
     async def cluster_id(self) -> str:
         """The cluster id, created on first use by whoever gets there first."""
@@ -89,12 +92,14 @@ class TopicStore:
             if tp is not None and tp[0] in self.topics:
                 self.states[tp] = PartitionState.from_json(versioned.value)
                 self._state_versions[tp] = versioned.version
+        self.generation += 1
 
     async def refresh(self, keys: Iterable[str]) -> None:
         """Re-read these ``topics/`` and ``partitions/`` keys (changed elsewhere) into the cache."""
         ordered = sorted(keys, key=lambda k: (not k.startswith(TOPICS_PREFIX), k))
         for key in ordered:
             versioned = await self._storage.get(key)
+            self.generation += 1
             if key.startswith(TOPICS_PREFIX):
                 name = key.removeprefix(TOPICS_PREFIX)
                 if versioned is None:
@@ -150,6 +155,7 @@ class TopicStore:
             raise
         self.states[(topic, partition)] = state
         self._state_versions[(topic, partition)] = version
+        self.generation += 1
         return version
 
     async def move_fenced(
@@ -175,6 +181,7 @@ class TopicStore:
         except VersionConflictError:
             await self.refresh([topic_key, *state_keys.values()])
             raise
+        self.generation += 1
         self.topics[topic.name] = topic
         self._versions[topic.name] = versions[topic_key]
         for partition, state in states.items():
@@ -194,6 +201,7 @@ class TopicStore:
             version = await self._storage.put_if_absent(_topic_key(topic.name), topic.to_json())
         except KeyExistsError:
             raise TopicExistsError(topic.name) from None
+        self.generation += 1
         self.topics[topic.name] = topic
         self._versions[topic.name] = version
         for partition, state in states.items():
@@ -204,12 +212,14 @@ class TopicStore:
         """Remove a topic and its partition states; return what was removed."""
         topic = self.topics.pop(name, None)
         self._versions.pop(name, None)
+        self.generation += 1
         await self._storage.delete(_topic_key(name))
         for key in await self._storage.list(f"{PARTITIONS_PREFIX}{name}/"):
             await self._storage.delete(key)
         for tp in [tp for tp in self.states if tp[0] == name]:
             del self.states[tp]
             self._state_versions.pop(tp, None)
+        self.generation += 1
         return topic
 
     async def update(self, topic: Topic, new_states: dict[int, PartitionState] | None = None) -> None:
@@ -223,6 +233,7 @@ class TopicStore:
         version = await self._storage.compare_and_set(
             _topic_key(topic.name), topic.to_json(), self._versions[topic.name]
         )
+        self.generation += 1
         self.topics[topic.name] = topic
         self._versions[topic.name] = version
         for partition, state in (new_states or {}).items():

@@ -25,7 +25,13 @@ from ._errors import (
 )
 from ._fetch_response import FetchPartitionResult, encode_fetch_response
 from ._framing import LARGE_FRAME, NEED_DATA, FrameReader, NeedData
-from ._metadata_response import MetadataBroker, MetadataPartition, MetadataTopic, encode_metadata_response
+from ._metadata_response import (
+    MetadataBroker,
+    MetadataPartition,
+    MetadataTopic,
+    encode_metadata_response,
+    encode_metadata_topic,
+)
 from ._produce_response import ProducePartitionResult, encode_produce_response
 from ._record_batch import (
     BATCH_HEADER_SIZE,
@@ -94,6 +100,7 @@ __all__ = [
     "encode_api_versions_error",
     "encode_fetch_response",
     "encode_metadata_response",
+    "encode_metadata_topic",
     "encode_produce_response",
     "encode_request",
     "encode_response",

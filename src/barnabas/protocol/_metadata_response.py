@@ -133,13 +133,80 @@ _HEAD_V9 = struct.Struct(">iiBi")  # size, correlation id, header tags, throttle
 _TOPIC_OPS = struct.Struct(">i")
 
 
+def encode_metadata_topic(version: int, topic: MetadataTopic) -> bytes:
+    """One topic's section of a MetadataResponse of ``version``: what a cache may keep and reuse.
+
+    Raises:
+        LocalProtocolError: the version is out of range, the name is null before v12, or a
+            string does not fit.
+    """
+    if version < 0 or version > 12:
+        raise LocalProtocolError(f"MetadataResponse v{version} is not supported")
+    flexible = version >= 9
+    string = compact_string if flexible else legacy_string
+    pack_int16 = INT16.pack
+    pack_int32 = INT32.pack
+    if version >= 9:
+        layout = _V9
+    elif version >= 7:
+        layout = _V7
+    elif version >= 5:
+        layout = _V5
+    else:
+        layout = _V0
+    structs = _partition_structs
+    topic_error, name, topic_id, is_internal, partitions, topic_ops = topic
+    out = bytearray(pack_int16(topic_error))
+    if name is not None:
+        out += string(name)
+    elif version >= 12:
+        out += b"\x00"
+    else:
+        raise LocalProtocolError(f"MetadataResponse v{version} cannot carry a null topic name")
+    if version >= 10:
+        out += topic_id.bytes
+    if version >= 1:
+        out += b"\x01" if is_internal else b"\x00"
+    out += uvarint(len(partitions) + 1) if flexible else pack_int32(len(partitions))
+
+    for partition in partitions:
+        error_code, index, leader, epoch, replicas, isr, offline = partition
+        n_replicas = len(replicas)
+        n_isr = len(isr)
+        n_offline = len(offline)
+        compiled = structs.get((layout, n_replicas, n_isr, n_offline))
+        if compiled is None:
+            if max(n_replicas, n_isr, n_offline) > _MAX_CACHED_ARRAY:
+                out += _partition_slow(layout, partition)
+                continue
+            compiled = _partition_struct(layout, n_replicas, n_isr, n_offline)
+        if layout == _V9:
+            out += compiled.pack(
+                error_code, index, leader, epoch, n_replicas + 1, *replicas, n_isr + 1, *isr, n_offline + 1, *offline, 0
+            )
+        elif layout == _V7:
+            out += compiled.pack(
+                error_code, index, leader, epoch, n_replicas, *replicas, n_isr, *isr, n_offline, *offline
+            )
+        elif layout == _V5:
+            out += compiled.pack(error_code, index, leader, n_replicas, *replicas, n_isr, *isr, n_offline, *offline)
+        else:
+            out += compiled.pack(error_code, index, leader, n_replicas, *replicas, n_isr, *isr)
+
+    if version >= 8:
+        out += _TOPIC_OPS.pack(topic_ops)
+    if flexible:
+        out += b"\x00"
+    return bytes(out)
+
+
 def encode_metadata_response(  # noqa: PLR0917 - the six required fields, in wire order
     version: int,
     correlation_id: int,
     brokers: Sequence[MetadataBroker],
     cluster_id: str | None,
     controller_id: int,
-    topics: Sequence[MetadataTopic],
+    topics: Sequence[MetadataTopic | bytes],
     *,
     throttle_time_ms: int = 0,
     cluster_authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED,
@@ -153,7 +220,8 @@ def encode_metadata_response(  # noqa: PLR0917 - the six required fields, in wir
             ``controller_id``, so that must be among them (protocol.md §4).
         cluster_id: written from v2.
         controller_id: written from v1.
-        topics: the topics asked for (or all).
+        topics: the topics asked for (or all); a ``bytes`` item is a section
+            :func:`encode_metadata_topic` encoded for this version.
         throttle_time_ms: written from v3.
         cluster_authorized_operations: written for v8-10 only.
 
@@ -178,7 +246,6 @@ def encode_metadata_response(  # noqa: PLR0917 - the six required fields, in wir
     else:
         out = bytearray(_HEAD_V0.pack(0, correlation_id, len(brokers)))
 
-    pack_int16 = INT16.pack
     pack_int32 = INT32.pack
     for node_id, host, port, rack in brokers:
         out += pack_int32(node_id)
@@ -194,70 +261,9 @@ def encode_metadata_response(  # noqa: PLR0917 - the six required fields, in wir
     if version >= 1:
         out += pack_int32(controller_id)
 
-    if version >= 9:
-        layout = _V9
-    elif version >= 7:
-        layout = _V7
-    elif version >= 5:
-        layout = _V5
-    else:
-        layout = _V0
-    name_nullable = version >= 12
-    with_topic_id = version >= 10
-    structs = _partition_structs
     out += uvarint(len(topics) + 1) if flexible else pack_int32(len(topics))
-    for topic_error, name, topic_id, is_internal, partitions, topic_ops in topics:
-        out += pack_int16(topic_error)
-        if name is not None:
-            out += string(name)
-        elif name_nullable:
-            out += b"\x00"
-        else:
-            raise LocalProtocolError(f"MetadataResponse v{version} cannot carry a null topic name")
-        if with_topic_id:
-            out += topic_id.bytes
-        if version >= 1:
-            out += b"\x01" if is_internal else b"\x00"
-        out += uvarint(len(partitions) + 1) if flexible else pack_int32(len(partitions))
-
-        for partition in partitions:
-            error_code, index, leader, epoch, replicas, isr, offline = partition
-            n_replicas = len(replicas)
-            n_isr = len(isr)
-            n_offline = len(offline)
-            compiled = structs.get((layout, n_replicas, n_isr, n_offline))
-            if compiled is None:
-                if max(n_replicas, n_isr, n_offline) > _MAX_CACHED_ARRAY:
-                    out += _partition_slow(layout, partition)
-                    continue
-                compiled = _partition_struct(layout, n_replicas, n_isr, n_offline)
-            if layout == _V9:
-                out += compiled.pack(
-                    error_code,
-                    index,
-                    leader,
-                    epoch,
-                    n_replicas + 1,
-                    *replicas,
-                    n_isr + 1,
-                    *isr,
-                    n_offline + 1,
-                    *offline,
-                    0,
-                )
-            elif layout == _V7:
-                out += compiled.pack(
-                    error_code, index, leader, epoch, n_replicas, *replicas, n_isr, *isr, n_offline, *offline
-                )
-            elif layout == _V5:
-                out += compiled.pack(error_code, index, leader, n_replicas, *replicas, n_isr, *isr, n_offline, *offline)
-            else:
-                out += compiled.pack(error_code, index, leader, n_replicas, *replicas, n_isr, *isr)
-
-        if version >= 8:
-            out += _TOPIC_OPS.pack(topic_ops)
-        if flexible:
-            out += b"\x00"
+    for topic in topics:
+        out += topic if isinstance(topic, bytes) else encode_metadata_topic(version, topic)
 
     if 8 <= version <= 10:
         out += pack_int32(cluster_authorized_operations)

@@ -9,6 +9,7 @@ The controller id always names a live broker: kafkajs sends InitProducerId there
 from __future__ import annotations
 
 import uuid
+from typing import cast
 
 from barnabas.cluster import Topic, topic_name_problem
 from barnabas.protocol import (
@@ -18,6 +19,7 @@ from barnabas.protocol import (
     MetadataTopic,
     Request,
     encode_metadata_response,
+    encode_metadata_topic,
 )
 
 from ..registry import ApiSpec
@@ -28,7 +30,23 @@ API_KEY = 3
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def topic_metadata(state: BrokerState, topic: Topic) -> MetadataTopic:
+def topic_section(state: BrokerState, topic: Topic, version: int) -> bytes:
+    """A topic's encoded section, built once per version and change of the cluster metadata.
+
+    Clients ask for Metadata often, and a topic may have thousands of partitions; the answer
+    only changes with topics, partition states and live brokers (``BrokerState.derived``).
+    """
+    cache = state.derived()
+    key = ("metadata", topic.name, version)
+    cached = cache.get(key)
+    if cached is not None and cached[0] is topic:
+        return cast(bytes, cached[1])
+    encoded = encode_metadata_topic(version, _build_topic_metadata(state, topic))
+    cache[key] = (topic, encoded)
+    return encoded
+
+
+def _build_topic_metadata(state: BrokerState, topic: Topic) -> MetadataTopic:
     live = set(live_brokers(state))
     partitions = []
     for index, replicas in sorted(topic.assignment.items()):
@@ -56,14 +74,14 @@ def _missing(error: ErrorCode, name: str | None, topic_id: uuid.UUID | None = No
 
 
 async def _resolve(
-    state: BrokerState, name: str | None, topic_id: uuid.UUID | None, auto_create: bool
-) -> MetadataTopic:
+    state: BrokerState, version: int, name: str | None, topic_id: uuid.UUID | None, auto_create: bool
+) -> MetadataTopic | bytes:
     if name is None:
         by_id = next((t for t in state.topics.topics.values() if t.topic_id == topic_id), None)
-        return topic_metadata(state, by_id) if by_id else _missing(ErrorCode.unknown_topic_id, None, topic_id)
+        return topic_section(state, by_id, version) if by_id else _missing(ErrorCode.unknown_topic_id, None, topic_id)
     topic = state.topic(name)
     if topic is not None:
-        return topic_metadata(state, topic)
+        return topic_section(state, topic, version)
     if topic_name_problem(name):
         return _missing(ErrorCode.invalid_topic_exception, name)
     if not auto_create:
@@ -76,7 +94,7 @@ async def _resolve(
         topic = state.topic(name)
         if topic is None:
             return _missing(ErrorCode.leader_not_available, name)
-    return topic_metadata(state, topic)
+    return topic_section(state, topic, version)
 
 
 async def handle(state: BrokerState, request: Request) -> bytes:
@@ -87,7 +105,9 @@ async def handle(state: BrokerState, request: Request) -> bytes:
         version < 4 or bool(body.allow_auto_topic_creation)
     )
     if requested is None or (version == 0 and not requested):
-        topics = [topic_metadata(state, t) for _, t in sorted(state.topics.topics.items())]
+        topics: list[MetadataTopic | bytes] = [
+            topic_section(state, t, version) for _, t in sorted(state.topics.topics.items())
+        ]
     else:
         topics = []
         seen: set[object] = set()
@@ -98,7 +118,7 @@ async def handle(state: BrokerState, request: Request) -> bytes:
             if key in seen:
                 continue
             seen.add(key)
-            topics.append(await _resolve(state, name, topic_id, auto_create))
+            topics.append(await _resolve(state, version, name, topic_id, auto_create))
     brokers = [
         MetadataBroker(info.broker_id, info.host, info.port, info.rack)
         for _, info in sorted(state.live_brokers().items())
