@@ -30,8 +30,9 @@ def _compare(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
 def test_compare_writes_a_sane_side_by_side_report(tmp_path: Path) -> None:
     out = tmp_path / "compare"
     done = _compare(
-        "--systems", ",".join(SYSTEMS), "--brokers", "1", "--produce-seconds", "1.5", "--warmup-seconds", "0.5",
-        "--latency-seconds", "1.5", "--latency-loads", "50", "--metadata-seconds", "1",
+        "--systems", ",".join(reversed(SYSTEMS)), "--brokers", "1",
+        "--produce-seconds", "1.5", "--warmup-seconds", "0.5", "--latency-seconds", "1.5", "--latency-loads", "50",
+        "--metadata-seconds", "1",
         "--metadata-partitions", str(METADATA_PARTITIONS), "--loopback-seconds", "0.5", "--disk-seconds", "0.5",
         "--output", str(out), "--no-progress",
         timeout=380,
@@ -43,6 +44,7 @@ def test_compare_writes_a_sane_side_by_side_report(tmp_path: Path) -> None:
     assert report["kind"] == "compare"
     assert (out / "runs" / f"{report['run_id']}.json").exists()
     assert "| topology | workload |" in (out / "latest.md").read_text()
+    assert "systems ran in this order: tansu, kafka, barnabas" in (out / "latest.md").read_text()  # as asked
     assert (out / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     limits = report["limits"]

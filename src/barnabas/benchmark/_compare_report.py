@@ -249,7 +249,8 @@ def compare_markdown(report: dict[str, Any]) -> str:
         f"- workload: {settings['record_size']} B records, {settings['partitions']} partitions per topic, "
         f"{settings['producers']} producer and {settings['consumers']} consumer processes (librdkafka), "
         f"produce {settings['produce_s']} s per acks value, latency {settings['latency_s']} s per load, "
-        f"Metadata {settings['metadata_s']} s",
+        f"Metadata {settings['metadata_s']} s; systems ran in this order: {', '.join(settings.get('systems', ()))}; "
+        "every measured phase starts after os.sync()",
         "",
         compare_table_markdown(report),
         "",

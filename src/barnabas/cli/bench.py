@@ -130,7 +130,11 @@ def _register_compare(commands: Any) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument(
-        "--systems", type=_names(PRODUCTS), default=",".join(PRODUCTS), metavar="S[,S...]", help="what to measure"
+        "--systems",
+        type=_names(PRODUCTS),
+        default=",".join(PRODUCTS),
+        metavar="S[,S...]",
+        help="what to measure, in the order they run",
     )
     parser.add_argument(
         "--brokers", type=_counts, default="1,3", metavar="N[,N...]", help="cluster sizes: 1 and/or 3 brokers"
