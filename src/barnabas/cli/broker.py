@@ -87,7 +87,20 @@ async def _serve(config: Any) -> int:
     stopping = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopping.set)
+    loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
     await stopping.wait()
     log.info("stopping")
     await broker.stop()
     return 0
+
+
+def _dump_tasks() -> None:
+    """SIGUSR1: log every asyncio task's stack (where a stuck connection or request waits)."""
+    import io
+
+    tasks = asyncio.all_tasks()
+    out = io.StringIO()
+    for task in tasks:
+        print(f"--- {task.get_name()}: {task!r}"[:300], file=out)
+        task.print_stack(limit=12, file=out)
+    log.warning("SIGUSR1: %d asyncio tasks\n%s", len(tasks), out.getvalue())
