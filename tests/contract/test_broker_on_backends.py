@@ -45,12 +45,16 @@ def test_topics_live_in_the_coordination_backend(
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "on-backends", "enable.auto.commit": False})
     consumer.assign([TopicPartition(name, p, 0) for p in (0, 1)])
     values = set()
+    seen_errors: list[str] = []
     deadline = time.monotonic() + TIMEOUT
     try:
         while len(values) < 20 and time.monotonic() < deadline:
             message = consumer.poll(0.5)
             if message is not None and message.error() is None:
                 values.add(message.value())
+            elif message is not None:
+                seen_errors.append(str(message.error()))
     finally:
         consumer.close()
-    assert values == {f"m{i}".encode() for i in range(20)}
+    # On failure: what the consumer was told, and the restarted broker's last log lines.
+    assert values == {f"m{i}".encode() for i in range(20)}, (seen_errors[-5:], broker.log_text()[-6000:])
