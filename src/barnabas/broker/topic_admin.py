@@ -187,7 +187,7 @@ async def delete_topic(state: BrokerState, name: str) -> Topic:
     await state.topics.delete(name)
     for partition in topic.assignment:
         if state.logs.get(name, partition) is not None:
-            state.logs.delete_topic_partition(name, partition)
+            state.logs.delete_topic_partition(name, partition, state.now_ms())
         state.fetch_waiters.notify((name, partition))
     _reconcile_soon(state)
     log.info("deleted topic %s (%s)", name, topic.topic_id)
@@ -293,6 +293,6 @@ def reconcile_local_logs(state: BrokerState) -> None:
         )
         if topic is None or stale_id:
             log.info("removing local log %s-%d: its topic no longer exists", name, partition)
-            state.logs.delete_topic_partition(name, partition)
+            state.logs.delete_topic_partition(name, partition, state.now_ms())
     for topic in {id(t): t for t in expected.values()}.values():
         _create_local_logs(state, topic, topic.assignment, stored_log_config(state.config, topic))

@@ -1174,11 +1174,14 @@ class PartitionLog:
         self._remove_due_files(1 << 63)
         self._closed = True
 
-    def delete(self) -> None:
-        """Close without flushing and remove the partition dir with everything in it.
+    def delete(self, *, remove: bool = True) -> Path | None:
+        """Close without flushing and rename the partition dir away for removal; return its new name.
 
         As Kafka does, the dir is first renamed ``<name>.<uuid hex>-delete``: a crash midway
-        leaves a name that loading removes rather than a half-deleted partition.
+        leaves a name that loading removes rather than a half-deleted partition (and a rename the
+        crash undid leaves a log of a topic that no longer exists, which the broker removes as a
+        stray). With ``remove`` the renamed dir is removed on the scheduler's thread at once;
+        otherwise the caller has :func:`remove_deleted_dir` do it when it is due.
         """
         self._drain()
         self._structure_version += 1
@@ -1186,11 +1189,12 @@ class PartitionLog:
             segment.close()
         self._closed = True
         if not self.directory.exists():
-            return
+            return None
         doomed = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         os.replace(self.directory, doomed)
-        fsync_dir(doomed.parent)
-        self._in_background(partial(shutil.rmtree, doomed, ignore_errors=True))
+        if remove:
+            self._in_background(partial(remove_deleted_dir, doomed))
+        return doomed
 
     # --- helpers -----------------------------------------------------------------------------
 
@@ -1206,6 +1210,13 @@ class PartitionLog:
             f"PartitionLog({str(self.directory)!r}, log_start_offset={self._log_start_offset}, "
             f"log_end_offset={self._log_end_offset}, segments={len(self._segments)})"
         )
+
+
+def remove_deleted_dir(doomed: Path) -> None:
+    """Make a partition dir's rename durable, then remove the renamed dir with everything in it."""
+    with contextlib.suppress(FileNotFoundError):
+        fsync_dir(doomed.parent)
+    shutil.rmtree(doomed, ignore_errors=True)
 
 
 def _whole_batches(records: bytes | bytearray | memoryview) -> Iterator[tuple[int, RecordBatchHeader]]:

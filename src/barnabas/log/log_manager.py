@@ -73,7 +73,7 @@ from .files import (
     validate_topic_name,
     write_atomically,
 )
-from .log import MaintenanceResult, PartitionLog
+from .log import MaintenanceResult, PartitionLog, remove_deleted_dir
 from .meta_properties import MetaProperties, read_meta_properties, write_meta_properties
 from .scheduler import LogScheduler
 
@@ -130,6 +130,8 @@ class LogManager:
         self.cleaner = CleanerManager(cleaner_config or CleanerConfig())
         self._writer: AppendWriter | None = None
         self._scheduler: LogScheduler | None = None
+        #: Renamed partition dirs of deleted logs, and when their files go (delete_topic_partition).
+        self._doomed_dirs: list[tuple[int, Path]] = []
         try:
             for log_dir in self.log_dirs:
                 log_dir.mkdir(parents=True, exist_ok=True)
@@ -309,16 +311,37 @@ class LogManager:
         self._logs[tp] = (log_dir, log)
         return log
 
-    def delete_topic_partition(self, topic: str, partition: int) -> bool:
-        """Delete a partition's log and directory; return whether it existed."""
+    def delete_topic_partition(self, topic: str, partition: int, now_ms: int | None = None) -> bool:
+        """Delete a partition's log; return whether it existed.
+
+        The partition dir is renamed away at once. Its files go on the scheduler's thread, at
+        once without ``now_ms``, else ``file.delete.delay.ms`` later (Kafka's delayed log
+        deletion: removing gigabytes competes with the appends of the moment).
+        """
         self._check_open()
         tp = TopicPartition(topic, partition)
         entry = self._logs.pop(tp, None)
         if entry is None:
             return False
-        entry[1].delete()
+        log = entry[1]
+        doomed = log.delete(remove=False)
         self.cleaner.forget(entry[0], tp)
+        if doomed is not None:
+            due = now_ms + log.config.file_delete_delay_ms if now_ms is not None else -1
+            self._doomed_dirs.append((due, doomed))
+            self._remove_due_dirs(now_ms if now_ms is not None else -1)
         return True
+
+    def _remove_due_dirs(self, now_ms: int) -> None:
+        due = [path for deadline, path in self._doomed_dirs if deadline <= now_ms]
+        if not due:
+            return
+        self._doomed_dirs = [(deadline, path) for deadline, path in self._doomed_dirs if deadline > now_ms]
+        for path in due:
+            if self._scheduler is None:
+                remove_deleted_dir(path)
+            else:
+                self._scheduler.submit(partial(remove_deleted_dir, path))
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         """Apply a topic config change to every partition of ``topic``."""
@@ -331,6 +354,7 @@ class LogManager:
     def maintain(self, now_ms: int) -> dict[TopicPartition, MaintenanceResult]:
         """Run every log's maintenance, and the checkpoints when they are due; return what changed."""
         self._check_open()
+        self._remove_due_dirs(now_ms)
         results: dict[TopicPartition, MaintenanceResult] = {}
         for tp, (_, log) in sorted(self._logs.items()):
             result = log.maintain(now_ms)

@@ -221,6 +221,21 @@ def test_delete_topic_partition(dirs: list[Path], managers: list[LogManager]) ->
     assert (dirs[0] / "recovery-point-offset-checkpoint").read_text() == "0\n0\n"
 
 
+def test_a_deleted_partition_dir_goes_file_delete_delay_ms_later(dirs: list[Path], managers: list[LogManager]) -> None:
+    manager = start(managers, dirs)
+    config = LogConfig(file_delete_delay_ms=60_000)
+    manager.create("later", 0, None, config, T0).append_as_leader(make_batch(1), 0, T0)
+    assert manager.delete_topic_partition("later", 0, T0)
+    renamed = [p.name for p in dirs[0].iterdir() if p.is_dir()]
+    assert len(renamed) == 1 and renamed[0].startswith("later-0.") and renamed[0].endswith("-delete")
+    manager.maintain(T0 + 59_999)
+    manager.wait_for_syncs()
+    assert [p.name for p in dirs[0].iterdir() if p.is_dir()] == renamed  # not due yet
+    manager.maintain(T0 + 60_000)
+    manager.wait_for_syncs()
+    assert [p.name for p in dirs[0].iterdir() if p.is_dir()] == []
+
+
 def test_leftover_delete_dirs_are_removed_at_load(dirs: list[Path], managers: list[LogManager]) -> None:
     leftover = dirs[0] / f"gone-0.{uuid.uuid4().hex}-delete"
     leftover.mkdir(parents=True)
