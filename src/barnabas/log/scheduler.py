@@ -66,13 +66,6 @@ class SegmentSync:
         with contextlib.suppress(FileNotFoundError):  # the partition was deleted meanwhile
             fsync_dir(self._directory)
 
-    def discard(self) -> None:
-        """Close the descriptors without syncing (the job will never run)."""
-        for fd in self._descriptors:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._descriptors.clear()
-
 
 def remove_files(paths: Sequence[Path]) -> None:
     """Unlink files (those already gone are skipped)."""
