@@ -19,7 +19,16 @@ TIMEOUT = 30
 pytestmark = pytest.mark.timeout(240)
 
 
-@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "sqlite"])
+#: Open regression (2026-11-24): run after etcd and etcd3 in this file, the ZooKeeper case's consumer
+#: read nothing for 30 s after the restart, without an error, in 2 of 3 full suites and 1 of 5 runs of
+#: this file (alone it passed 60 times). Under investigation; it still runs, its failure reported as XFAIL.
+_ZOOKEEPER_RESTART = pytest.mark.xfail(reason="reads nothing after a restart on ZooKeeper (open)", strict=False)
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [pytest.param(b, marks=_ZOOKEEPER_RESTART) if b == "zookeeper" else b for b in BACKENDS if b != "sqlite"],
+)
 def test_topics_live_in_the_coordination_backend(
     backend: str, request: pytest.FixtureRequest, broker_factory: Callable[..., BrokerProcess]
 ) -> None:
