@@ -3,6 +3,7 @@ and its data survive a broker restart, with the metadata read back from the back
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -51,7 +52,16 @@ def test_topics_live_in_the_coordination_backend(
     assert admin.describe_configs([resource])[resource].result(TIMEOUT)["retention.ms"].value == "123456"
     assert len(admin.list_topics(topic=name, timeout=TIMEOUT).topics[name].partitions) == 2
 
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "on-backends", "enable.auto.commit": False})
+    client_log = _ClientLog()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "on-backends",
+            "enable.auto.commit": False,
+            "debug": "metadata,topic,fetch,broker",
+            "logger": client_log,
+        }
+    )
     consumer.assign([TopicPartition(name, p, 0) for p in (0, 1)])
     values = set()
     seen_errors: list[str] = []
@@ -65,5 +75,21 @@ def test_topics_live_in_the_coordination_backend(
                 seen_errors.append(str(message.error()))
     finally:
         consumer.close()
-    # On failure: what the consumer was told, and the restarted broker's last log lines.
+    if len(values) < 20:  # shown even when reported XFAIL: what the consumer did, and the broker's log
+        terminal = request.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None:
+            terminal.write_line(f"\n[{backend}] consumer read {len(values)} of 20; its last debug lines:")
+            terminal.write_line("\n".join(client_log.lines[-60:]))
+            terminal.write_line(f"[{backend}] broker log tail:\n{broker.log_text()[-6000:]}")
     assert values == {f"m{i}".encode() for i in range(20)}, (seen_errors[-5:], broker.log_text()[-6000:])
+
+
+class _ClientLog(logging.Logger):
+    """Keeps librdkafka's log lines (its ``logger`` setting) for a failure report."""
+
+    def __init__(self) -> None:
+        super().__init__("librdkafka")
+        self.lines: list[str] = []
+
+    def log(self, level: int, msg: object, *args: object, **_: object) -> None:  # type: ignore[override]
+        self.lines.append(f"{time.monotonic():.3f} {str(msg) % args if args else msg}")

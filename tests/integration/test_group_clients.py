@@ -137,7 +137,7 @@ def _failure_reason(stderr: str) -> str:
 
 def produce(bootstrap: str, topic: str, first: int, count: int) -> dict[tuple[int, int], tuple[str, str]]:
     """Produce key-<i>/value-<i> for first <= i < first+count to partition i % 3; return (p, offset) -> (key, value)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "enable.idempotence": True})
     delivered: dict[tuple[int, int], tuple[str, str]] = {}
     errors: list[str] = []
 

@@ -62,6 +62,8 @@ __all__ = ["CONTROLLER_ELECTION", "Controller", "LeaderRebalance", "NotControlle
 TopicPartition = tuple[str, int]
 #: Times a request-driven move re-reads and decides again after losing a compare-and-set.
 MOVE_ATTEMPTS = 5
+#: Election refusals that rest on the ISR, which leaders change: checked against the store first.
+ISR_REFUSALS = (ErrorCode.preferred_leader_not_available, ErrorCode.eligible_leaders_not_available)
 
 log = logging.getLogger(__name__)
 
@@ -284,6 +286,7 @@ class Controller:
     ) -> dict[TopicPartition, ElectionError | None]:
         results: dict[TopicPartition, ElectionError | None] = {}
         for name, partition in partitions:
+            refreshed = False
             for _ in range(MOVE_ATTEMPTS):
                 topic = self._topics.topics.get(name)
                 state = self._topics.states.get((name, partition))
@@ -294,6 +297,12 @@ class Controller:
                 live = set(self._brokers.live)
                 elect = preferred_election if preferred else unclean_election
                 wanted = elect(state, topic.assignment[partition], live)
+                if isinstance(wanted, ElectionError) and wanted.code in ISR_REFUSALS and not refreshed:
+                    # Leaders change the ISR and the cache learns of it by watch: before refusing
+                    # for want of an in-sync replica, read what the store holds now.
+                    await self._topics.refresh_state(name, partition)
+                    refreshed = True
+                    continue
                 if isinstance(wanted, ElectionError):
                     results[(name, partition)] = wanted
                     break

@@ -119,6 +119,10 @@ class TopicStore:
                     self.states[tp] = PartitionState.from_json(versioned.value)
                     self._state_versions[tp] = versioned.version
 
+    async def refresh_state(self, topic: str, partition: int) -> None:
+        """Re-read one partition's state, for a decision that must not rest on a stale cache."""
+        await self.refresh([_partition_key(topic, partition)])
+
     def state_version(self, topic: str, partition: int) -> int | None:
         return self._state_versions.get((topic, partition))
 
