@@ -93,7 +93,7 @@ from .partition_metadata import read_topic_id, write_topic_id
 from .producer_state import ProducerStateManager
 from .recovery import LoadedLog, load_log, rebuild_producer_state
 from .retention import RetentionReason, SegmentStats, plan_retention
-from .scheduler import LogScheduler, SegmentSync, remove_files
+from .scheduler import LogScheduler, SegmentSync, remove_files, run_soon
 from .segment import LogSegment
 
 __all__ = [
@@ -772,12 +772,8 @@ class PartitionLog:
         sync = SegmentSync(
             [active.dup_fd()], [active.offset_index.path, active.time_index.path, snapshot], self.directory
         )
-        future: Future[None] | None = None
-        if self._scheduler is not None:
-            with contextlib.suppress(RuntimeError):  # the scheduler is closing: sync here
-                future = self._scheduler.submit(sync.run)
-        if future is None:
-            sync.run()
+        future = run_soon(self._scheduler, sync.run)
+        if future is None:  # synced here: no scheduler, or it is closing
             self._recovery_point = max(self._recovery_point, base_offset)
         else:
             self._syncs.append((future, base_offset, self._truncations))
@@ -1019,11 +1015,7 @@ class PartitionLog:
 
     def _in_background(self, job: Callable[[], object]) -> None:
         """Run ``job`` on the scheduler's thread, or here without one (or once it is closing)."""
-        if self._scheduler is not None:
-            with contextlib.suppress(RuntimeError):
-                self._scheduler.submit(job)
-                return
-        job()
+        run_soon(self._scheduler, job)
 
     def truncate_to(self, offset: int, now_ms: int) -> bool:
         """Remove every record at or above ``offset`` (Kafka's UnifiedLog.truncateTo); return whether the log changed.

@@ -75,7 +75,7 @@ from .files import (
 )
 from .log import MaintenanceResult, PartitionLog, remove_deleted_dir
 from .meta_properties import MetaProperties, read_meta_properties, write_meta_properties
-from .scheduler import LogScheduler
+from .scheduler import LogScheduler, run_soon
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "LogManager"]
 
@@ -338,10 +338,7 @@ class LogManager:
             return
         self._doomed_dirs = [(deadline, path) for deadline, path in self._doomed_dirs if deadline > now_ms]
         for path in due:
-            if self._scheduler is None:
-                remove_deleted_dir(path)
-            else:
-                self._scheduler.submit(partial(remove_deleted_dir, path))
+            run_soon(self._scheduler, partial(remove_deleted_dir, path))
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         """Apply a topic config change to every partition of ``topic``."""
@@ -380,12 +377,9 @@ class LogManager:
     def _write_checkpoints(self, contents: list[tuple[Path, dict[TopicPartition, int]]]) -> None:
         """Write checkpoint files on the scheduler's thread (here without one)."""
         for path, offsets in contents:
-            if self._scheduler is None:
-                OffsetCheckpointFile(path).write(offsets)
-            else:
-                self._scheduler.submit(partial(OffsetCheckpointFile(path).write, offsets)).add_done_callback(
-                    partial(_log_checkpoint_failure, path)
-                )
+            queued = run_soon(self._scheduler, partial(OffsetCheckpointFile(path).write, offsets))
+            if queued is not None:
+                queued.add_done_callback(partial(_log_checkpoint_failure, path))
 
     def begin_cleaning(self, now_ms: int) -> CleaningJob | None:
         """Plan a cleaning pass over the filthiest compacted log, or None (see :class:`CleanerManager`).

@@ -30,7 +30,7 @@ from typing import TypeVar
 
 from .files import fsync_dir
 
-__all__ = ["LogScheduler", "SegmentSync", "remove_files"]
+__all__ = ["LogScheduler", "SegmentSync", "remove_files", "run_soon"]
 
 _T = TypeVar("_T")
 
@@ -97,3 +97,15 @@ class LogScheduler:
             return
         self._closed = True
         self._executor.shutdown(wait=True)
+
+
+def run_soon(scheduler: LogScheduler | None, job: Callable[[], _T]) -> Future[_T] | None:
+    """Queue ``job`` on ``scheduler``, or run it here without one (or once it is closed).
+
+    Returns the queued job's future; None when it ran here, where its errors were raised.
+    """
+    if scheduler is not None:
+        with contextlib.suppress(RuntimeError):
+            return scheduler.submit(job)
+    job()
+    return None

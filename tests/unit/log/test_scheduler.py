@@ -10,6 +10,7 @@ import pytest
 
 from barnabas.log import LogConfig, LogManager, LogScheduler
 from barnabas.log.checkpoint import OffsetCheckpointFile
+from barnabas.log.scheduler import run_soon
 
 from .batches import T0, make_batch, offsets
 from .conftest import OpenLog
@@ -104,3 +105,22 @@ def test_no_queued_checkpoint_lands_after_the_final_one(tmp_path: Path) -> None:
     manager.close()
     path = tmp_path / "data" / "replication-offset-checkpoint"
     assert OffsetCheckpointFile(path).read() == {("t", 0): 4}
+
+
+def test_run_soon_queues_on_a_scheduler_and_runs_here_without_one() -> None:
+    ran_on: list[str] = []
+
+    def job() -> None:
+        ran_on.append(threading.current_thread().name)
+
+    assert run_soon(None, job) is None
+    scheduler = LogScheduler(name="scheduler-under-test")
+    gate = Gate(scheduler)
+    queued = run_soon(scheduler, job)
+    assert queued is not None and not queued.done(), "it waits behind the gate on the scheduler's thread"
+    gate.open()
+    queued.result(10)
+    scheduler.close()
+    assert run_soon(scheduler, job) is None, "a closed scheduler's jobs run here"
+    here = threading.current_thread().name
+    assert ran_on[0] == here and ran_on[1].startswith("scheduler-under-test") and ran_on[2] == here
