@@ -40,48 +40,60 @@ def test_topics_live_in_the_coordination_backend(
     name = f"on-{backend}-{uuid.uuid4().hex[:6]}"
     admin.create_topics([NewTopic(name, 2, 1, config={"retention.ms": "123456"})])[name].result(TIMEOUT)
 
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1})
-    errors: list[KafkaError] = []
-    for i in range(20):
-        producer.produce(name, value=f"m{i}".encode(), partition=i % 2, on_delivery=lambda e, m: e and errors.append(e))
-    assert producer.flush(TIMEOUT) == 0 and not errors
-
-    broker.restart()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    resource = ConfigResource(ResourceType.TOPIC, name)
-    assert admin.describe_configs([resource])[resource].result(TIMEOUT)["retention.ms"].value == "123456"
-    assert len(admin.list_topics(topic=name, timeout=TIMEOUT).topics[name].partitions) == 2
-
     client_log = _ClientLog()
-    consumer = Consumer(
-        {
-            "bootstrap.servers": broker.bootstrap,
-            "group.id": "on-backends",
-            "enable.auto.commit": False,
-            "debug": "metadata,topic,fetch,broker",
-            "logger": client_log,
-        }
-    )
-    consumer.assign([TopicPartition(name, p, 0) for p in (0, 1)])
-    values = set()
-    seen_errors: list[str] = []
-    deadline = time.monotonic() + TIMEOUT
     try:
-        while len(values) < 20 and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.add(message.value())
-            elif message is not None:
-                seen_errors.append(str(message.error()))
-    finally:
-        consumer.close()
-    if len(values) < 20:  # shown even when reported XFAIL: what the consumer did, and the broker's log
+        producer = Producer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "linger.ms": 1,
+                "debug": "metadata,topic,broker",
+                "logger": client_log,
+            }
+        )
+        errors: list[KafkaError] = []
+        for i in range(20):
+            producer.produce(
+                name, value=f"m{i}".encode(), partition=i % 2, on_delivery=lambda e, m: e and errors.append(e)
+            )
+        assert producer.flush(TIMEOUT) == 0 and not errors
+
+        broker.restart()
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        resource = ConfigResource(ResourceType.TOPIC, name)
+        assert admin.describe_configs([resource])[resource].result(TIMEOUT)["retention.ms"].value == "123456"
+        assert len(admin.list_topics(topic=name, timeout=TIMEOUT).topics[name].partitions) == 2
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": "on-backends",
+                "enable.auto.commit": False,
+                "debug": "metadata,topic,fetch,broker,msg",
+                "logger": client_log,
+            }
+        )
+        consumer.assign([TopicPartition(name, p, 0) for p in (0, 1)])
+        values = set()
+        seen_errors: list[str] = []
+        deadline = time.monotonic() + TIMEOUT
+        try:
+            while len(values) < 20 and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    values.add(message.value())
+                elif message is not None:
+                    seen_errors.append(str(message.error()))
+        finally:
+            consumer.close()
+        assert values == {f"m{i}".encode() for i in range(20)}, (seen_errors[-5:], broker.log_text()[-6000:])
+    except BaseException:  # shown even when reported XFAIL: what the consumer did, and the broker's log
         terminal = request.config.pluginmanager.get_plugin("terminalreporter")
         if terminal is not None:
-            terminal.write_line(f"\n[{backend}] consumer read {len(values)} of 20; its last debug lines:")
+            terminal.write_line(f"\n[{backend}] the consumer's last debug lines:")
             terminal.write_line("\n".join(client_log.lines[-60:]))
-            terminal.write_line(f"[{backend}] broker log tail:\n{broker.log_text()[-6000:]}")
-    assert values == {f"m{i}".encode() for i in range(20)}, (seen_errors[-5:], broker.log_text()[-6000:])
+            about_topic = [line for line in broker.output if name in line or "removing" in line]
+            terminal.write_line(f"[{backend}] broker log lines about {name}:\n" + "\n".join(about_topic))
+        raise
 
 
 class _ClientLog(logging.Logger):

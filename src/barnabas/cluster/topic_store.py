@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 
@@ -29,6 +30,11 @@ __all__ = ["PARTITIONS_PREFIX", "TOPICS_PREFIX", "TopicExistsError", "TopicStore
 CLUSTER_ID_KEY = "cluster/id"
 TOPICS_PREFIX = "topics/"
 PARTITIONS_PREFIX = "partitions/"
+
+log = logging.getLogger(__name__)
+
+#: Loads that overlap a change of the cache are read again, up to this many times in all.
+LOAD_ATTEMPTS = 5
 
 
 class TopicExistsError(Exception):
@@ -76,9 +82,27 @@ class TopicStore:
         return stored.value.decode()
 
     async def load(self) -> None:
-        """Read every topic and partition state from storage into the cache."""
-        topics = await self._storage.list(TOPICS_PREFIX)
-        states = await self._storage.list(PARTITIONS_PREFIX)
+        """Read every topic and partition state from storage into the cache.
+
+        The two listings are not one snapshot, and the cache may change while they are read (a
+        topic created here, a watch event applied): a listing that saw a topic but not all of its
+        states reads the missing ones by key, and one that overlapped a change of the cache is
+        read again, so a load never drops what the cache learned meanwhile.
+        """
+        for attempt in range(LOAD_ATTEMPTS):
+            before = self.generation
+            topics = await self._storage.list(TOPICS_PREFIX)
+            states = await self._storage.list(PARTITIONS_PREFIX)
+            for key, versioned in topics.items():
+                topic = Topic.from_json(key.removeprefix(TOPICS_PREFIX), versioned.value)
+                for partition in topic.assignment:
+                    state_key = _partition_key(topic.name, partition)
+                    if state_key not in states and (found := await self._storage.get(state_key)) is not None:
+                        states[state_key] = found
+            if self.generation == before:
+                break
+            if attempt == LOAD_ATTEMPTS - 1:
+                log.warning("topic metadata kept changing during %d loads; using the last", LOAD_ATTEMPTS)
         self.topics = {}
         self._versions = {}
         for key, versioned in topics.items():
@@ -95,8 +119,13 @@ class TopicStore:
         self.generation += 1
 
     async def refresh(self, keys: Iterable[str]) -> None:
-        """Re-read these ``topics/`` and ``partitions/`` keys (changed elsewhere) into the cache."""
+        """Re-read these ``topics/`` and ``partitions/`` keys (changed elsewhere) into the cache.
+
+        A topic read here brings along any of its partition states the cache lacks: their own
+        change events may have been folded into a load that ran before the topic was listed.
+        """
         ordered = sorted(keys, key=lambda k: (not k.startswith(TOPICS_PREFIX), k))
+        missing: list[str] = []
         for key in ordered:
             versioned = await self._storage.get(key)
             self.generation += 1
@@ -109,8 +138,9 @@ class TopicStore:
                         del self.states[gone]
                         self._state_versions.pop(gone, None)
                 else:
-                    self.topics[name] = Topic.from_json(name, versioned.value)
+                    topic = self.topics[name] = Topic.from_json(name, versioned.value)
                     self._versions[name] = versioned.version
+                    missing += [_partition_key(name, p) for p in topic.assignment if (name, p) not in self.states]
             elif (tp := _parse_partition_key(key)) is not None:
                 if versioned is None:
                     self.states.pop(tp, None)
@@ -118,6 +148,8 @@ class TopicStore:
                 else:
                     self.states[tp] = PartitionState.from_json(versioned.value)
                     self._state_versions[tp] = versioned.version
+        if missing:
+            await self.refresh([k for k in missing if k not in ordered])
 
     async def refresh_state(self, topic: str, partition: int) -> None:
         """Re-read one partition's state, for a decision that must not rest on a stale cache."""
