@@ -20,9 +20,13 @@ TIMEOUT = 30
 pytestmark = pytest.mark.timeout(240)
 
 
-#: Open regression (2026-11-24): run after etcd and etcd3 in this file, the ZooKeeper case's consumer
-#: read nothing for 30 s after the restart, without an error, in 2 of 3 full suites and 1 of 5 runs of
-#: this file (alone it passed 60 times). Under investigation; it still runs, its failure reported as XFAIL.
+#: Open regression (2026-11-24): run after etcd and etcd3 in this file on a loaded machine, the ZooKeeper
+#: case failed about 1 run in 11: once its consumer read nothing for 30 s after the restart (librdkafka
+#: fetched offset 0 of both partitions every 500 ms and got empty answers, no error), once the producer
+#: could not deliver one partition's 10 records before it. The TopicStore load race fixed with this note
+#: explains the second (a resync's load dropped a topic's partition states); with it 30 loaded runs
+#: passed. Until the first is explained it stays XFAIL; on any failure the test prints librdkafka's
+#: debug lines and the broker's lines about the topic, even when reported XFAIL.
 _ZOOKEEPER_RESTART = pytest.mark.xfail(reason="reads nothing after a restart on ZooKeeper (open)", strict=False)
 
 
