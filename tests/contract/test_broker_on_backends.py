@@ -21,11 +21,11 @@ pytestmark = pytest.mark.timeout(240)
 
 
 #: Open regression (2026-11-24): run after etcd and etcd3 in this file on a loaded machine, the ZooKeeper
-#: case failed about 1 run in 11: once its consumer read nothing for 30 s after the restart (librdkafka
+#: case failed in 3 of 46 runs: twice its consumer read nothing for 30 s after the restart (librdkafka
 #: fetched offset 0 of both partitions every 500 ms and got empty answers, no error), once the producer
 #: could not deliver one partition's 10 records before it. The TopicStore load race fixed with this note
-#: explains the second (a resync's load dropped a topic's partition states); with it 30 loaded runs
-#: passed. Until the first is explained it stays XFAIL; on any failure the test prints librdkafka's
+#: explains the second (a resync's load dropped a topic's partition states); with it 30 of 30 loaded
+#: runs passed. Until the first is explained it stays XFAIL; on any failure the test prints librdkafka's
 #: debug lines and the broker's lines about the topic, even when reported XFAIL.
 _ZOOKEEPER_RESTART = pytest.mark.xfail(reason="reads nothing after a restart on ZooKeeper (open)", strict=False)
 
