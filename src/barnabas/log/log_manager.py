@@ -8,9 +8,7 @@ Rules this module keeps:
 - ``meta.properties`` pins a dir to one broker.id and cluster.id; a mismatch is refused, never
   overwritten (Kafka's InconsistentBrokerIdException / InconsistentClusterIdException).
 - ``.kafka_cleanshutdown`` is removed at start and written by a clean :meth:`LogManager.close`.
-  With it no segment is recovered (every log was closed whole, as Kafka's LogLoader trusts);
-  without it, segments from the recovery point on are, and partitions missing from the
-  recovery-point checkpoint from offset 0.
+  Without it, partitions missing from the recovery-point checkpoint are recovered from offset 0.
 - Partition dirs are ``<topic>-<partition>``; deleted ones are renamed ``<name>.<uuid hex>-delete``
   before removal, and leftovers of that are removed at load.
 - ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` per dir are written by
@@ -251,7 +249,6 @@ class LogManager:
                     recovery_point=recovery_point,
                     log_start_offset=start_offsets.get(tp),
                     high_watermark=high_watermarks.get(tp),
-                    clean_shutdown=clean,
                 )
                 log.attach_writer(self._writer)
                 log.attach_scheduler(self._scheduler)

@@ -175,8 +175,6 @@ def load_log(
     now_ms: int,
     recovery_point: int | None = None,
     log_start_offset: int | None = None,
-    *,
-    clean_shutdown: bool = False,
 ) -> LoadedLog:
     """Open, check and repair every segment in ``directory`` (creating it if needed).
 
@@ -186,8 +184,6 @@ def load_log(
         now_ms: creation time for new segments, expiration reference for producers.
         recovery_point: everything below it is known flushed; None trusts every segment but the last.
         log_start_offset: the checkpointed log start offset, if any.
-        clean_shutdown: the log dir's clean-shutdown marker was there: every segment was closed
-            whole, so none is recovered (Kafka's LogLoader skips recovery then too).
     """
     directory.mkdir(parents=True, exist_ok=True)
     complete_interrupted_swaps(directory, config, now_ms)
@@ -218,9 +214,7 @@ def load_log(
     to_recover: list[LogSegment] = []
     for i, base in enumerate(bases):
         following = bases[i + 1] if i + 1 < len(bases) else None
-        unflushed = not clean_shutdown and (
-            following is None or (recovery_point is not None and following > recovery_point)
-        )
+        unflushed = following is None or (recovery_point is not None and following > recovery_point)
         if unflushed:
             segment = LogSegment.open_for_recovery(directory, base, **sizes, now_ms=now_ms)
             to_recover.append(segment)

@@ -208,20 +208,3 @@ def test_an_empty_dir_becomes_an_empty_log(open_log: OpenLog, log_dir: Path) -> 
         "00000000000000000000.timeindex",
         "leader-epoch-checkpoint",
     ]
-
-
-def test_a_clean_shutdown_skips_recovery_and_keeps_the_active_segments_stats(open_log: OpenLog) -> None:
-    """Kafka's LogLoader trusts a clean shutdown: nothing is recovered, and what recovery would
-    have rebuilt (the log end, the max timestamp, the indexes) is read back as it was closed."""
-    config = LogConfig(segment_bytes=3 * BATCH, index_interval_bytes=1 << 20)  # no index entry until close
-    log = open_log(config)
-    for i in range(8):
-        log.append_as_leader(make_batch(2, timestamp=T0 + 10 * i), 0, T0)
-    before = (log.log_end_offset, log.active_segment.max_timestamp, log.active_segment.offset_of_max_timestamp)
-    log.close()
-    reopened = open_log(config, recovery_point=16, clean_shutdown=True)
-    assert reopened.load_report.recovered_segments == []
-    active = reopened.active_segment
-    assert (reopened.log_end_offset, active.max_timestamp, active.offset_of_max_timestamp) == before
-    assert reopened.append_as_leader(make_batch(2), 0, T0).base_offset == 16
-    assert offsets(reopened.read(12, 1 << 20).records) == [12, 13, 14, 15, 16, 17]
