@@ -37,6 +37,7 @@ def test_compare_writes_a_sane_side_by_side_report(tmp_path: Path) -> None:
         "--output", str(out), "--no-progress",
         timeout=380,
     )  # fmt: skip
+    _tolerate_tansus_lost_records(done, out / "latest.json")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "÷ Kafka" in done.stdout  # the table
 
@@ -98,6 +99,24 @@ def test_compare_writes_a_sane_side_by_side_report(tmp_path: Path) -> None:
     assert produce_row["limit"]["value"] == min(
         limits["loopback_ingress"]["mb_per_s"], limits["disk"]["plain"]["mb_per_s"]
     )
+
+
+def _tolerate_tansus_lost_records(done: subprocess.CompletedProcess[str], latest: Path) -> None:
+    """XFAIL, not FAIL, when only Tansu failed, by never delivering acknowledged records.
+
+    Tansu 0.6 sometimes never delivers records it acknowledged (bench/README.md); the benchmark then
+    reports it failed and exits 1, which is right, but says nothing about barnabas or this tool.
+    """
+    if done.returncode == 0 or not latest.exists():
+        return
+    systems = json.loads(latest.read_text())["systems"]
+    tansu = systems.get("tansu", {})
+    if (
+        all(systems.get(s, {}).get("status") == "ok" for s in SYSTEMS if s != "tansu")
+        and tansu.get("status") == "failed"
+        and "no records for" in str(tansu.get("reason"))
+    ):
+        pytest.xfail(f"Tansu lost acknowledged records (its known defect): {tansu['reason']}")
 
 
 def test_compare_rejects_bad_settings_with_one_line(tmp_path: Path) -> None:
