@@ -93,22 +93,21 @@ class TopicStore:
             before = self.generation
             topics = await self._storage.list(TOPICS_PREFIX)
             states = await self._storage.list(PARTITIONS_PREFIX)
+            parsed: dict[str, tuple[Topic, int]] = {}
             for key, versioned in topics.items():
-                topic = Topic.from_json(key.removeprefix(TOPICS_PREFIX), versioned.value)
+                name = key.removeprefix(TOPICS_PREFIX)
+                topic = Topic.from_json(name, versioned.value)
+                parsed[name] = (topic, versioned.version)
                 for partition in topic.assignment:
-                    state_key = _partition_key(topic.name, partition)
+                    state_key = _partition_key(name, partition)
                     if state_key not in states and (found := await self._storage.get(state_key)) is not None:
                         states[state_key] = found
             if self.generation == before:
                 break
             if attempt == LOAD_ATTEMPTS - 1:
                 log.warning("topic metadata kept changing during %d loads; using the last", LOAD_ATTEMPTS)
-        self.topics = {}
-        self._versions = {}
-        for key, versioned in topics.items():
-            name = key.removeprefix(TOPICS_PREFIX)
-            self.topics[name] = Topic.from_json(name, versioned.value)
-            self._versions[name] = versioned.version
+        self.topics = {name: topic for name, (topic, _) in parsed.items()}
+        self._versions = {name: version for name, (_, version) in parsed.items()}
         self.states = {}
         self._state_versions = {}
         for key, versioned in states.items():

@@ -51,7 +51,7 @@ import shutil
 import uuid
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
@@ -1010,12 +1010,8 @@ class PartitionLog:
                 pending.append((deadline, paths))
         self._pending_deletions = pending
         if removed:
-            self._in_background(partial(remove_files, removed))
+            run_soon(self._scheduler, partial(remove_files, removed))
         return removed
-
-    def _in_background(self, job: Callable[[], object]) -> None:
-        """Run ``job`` on the scheduler's thread, or here without one (or once it is closing)."""
-        run_soon(self._scheduler, job)
 
     def truncate_to(self, offset: int, now_ms: int) -> bool:
         """Remove every record at or above ``offset`` (Kafka's UnifiedLog.truncateTo); return whether the log changed.
@@ -1185,7 +1181,7 @@ class PartitionLog:
         doomed = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         os.replace(self.directory, doomed)
         if remove:
-            self._in_background(partial(remove_deleted_dir, doomed))
+            run_soon(self._scheduler, partial(remove_deleted_dir, doomed))
         return doomed
 
     # --- helpers -----------------------------------------------------------------------------
