@@ -301,6 +301,7 @@ class PartitionLog:
         *,
         high_watermark: int | None = None,
         hw_follows_log_end: bool = True,
+        clean_shutdown: bool = False,
     ) -> PartitionLog:
         """Open (or create) the log in ``directory``, recovering what a crash may have torn.
 
@@ -316,6 +317,7 @@ class PartitionLog:
                 :attr:`checkpointed_high_watermark`, and the starting high watermark when
                 ``hw_follows_log_end`` is False.
             hw_follows_log_end: True for a single replica (the high watermark is the log end).
+            clean_shutdown: the log was closed cleanly; no segment is recovered (see ``load_log``).
 
         Raises:
             InconsistentTopicIdError: ``partition.metadata`` names another topic id.
@@ -329,7 +331,7 @@ class PartitionLog:
             existing = None
         if topic_id is not None and existing is not None and existing != topic_id:
             raise InconsistentTopicIdError(f"partition dir {directory} belongs to topic id {existing}, not {topic_id}")
-        loaded = load_log(directory, config, now_ms, recovery_point, log_start_offset)
+        loaded = load_log(directory, config, now_ms, recovery_point, log_start_offset, clean_shutdown=clean_shutdown)
         if topic_id is not None and existing is None:
             write_topic_id(directory, topic_id)
         log = cls(
@@ -1154,6 +1156,9 @@ class PartitionLog:
             return
         self._drain()
         self._structure_version += 1
+        # The active segment's max timestamp goes into its time index, as at a roll (Kafka's
+        # LogSegment.close): a clean restart skips recovery and reads it back from there.
+        self.active_segment.on_become_inactive()
         self.flush()
         self._producers.update_map_end_offset(self._log_end_offset)
         self._producers.take_snapshot()

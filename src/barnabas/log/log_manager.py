@@ -8,7 +8,10 @@ Rules this module keeps:
 - ``meta.properties`` pins a dir to one broker.id and cluster.id; a mismatch is refused, never
   overwritten (Kafka's InconsistentBrokerIdException / InconsistentClusterIdException).
 - ``.kafka_cleanshutdown`` is removed at start and written by a clean :meth:`LogManager.close`.
-  Without it, partitions missing from the recovery-point checkpoint are recovered from offset 0.
+  With it no segment is recovered (every log was closed whole, as Kafka's LogLoader trusts);
+  only each active segment's tail after its last index entry is checked. Without it, segments
+  from the recovery point on are recovered, and partitions missing from the recovery-point
+  checkpoint from offset 0.
 - Partition dirs are ``<topic>-<partition>``; deleted ones are renamed ``<name>.<uuid hex>-delete``
   before removal, and leftovers of that are removed at load.
 - ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` per dir are written by
@@ -249,6 +252,7 @@ class LogManager:
                     recovery_point=recovery_point,
                     log_start_offset=start_offsets.get(tp),
                     high_watermark=high_watermarks.get(tp),
+                    clean_shutdown=clean,
                 )
                 log.attach_writer(self._writer)
                 log.attach_scheduler(self._scheduler)

@@ -10,11 +10,14 @@ Rules this module keeps:
   ``*.tmp`` files, and index files whose ``.log`` is gone.
 - Segments below the recovery point were fsynced before it was recorded; they are opened with a
   sanity check of their indexes only, and a missing or corrupt index is rebuilt from the segment.
-- Every segment that may hold data above the recovery point, and always the active (last) one, is
-  recovered batch by batch: CRC-32C checked, cut after the last valid batch (a torn write, a
-  zero-filled tail, a flipped bit), indexes rebuilt. Corruption in a segment that is not the last
-  deletes every later segment, as Kafka does: the offsets after a hole cannot be trusted.
-  Recovered segments are fsynced, so the recovery point afterwards is the log end offset.
+- After a crash, every segment that may hold data above the recovery point, and always the
+  active (last) one, is recovered batch by batch: CRC-32C checked, cut after the last valid batch
+  (a torn write, a zero-filled tail, a flipped bit), indexes rebuilt. Corruption in a segment that
+  is not the last deletes every later segment, as Kafka does: the offsets after a hole cannot be
+  trusted. Recovered segments are fsynced, so the recovery point afterwards is the log end offset.
+- After a clean shutdown no segment is recovered (Kafka's LogLoader trusts the marker); only the
+  active segment's batches from its last offset index entry on are checked the same way, which
+  reads at most ``index.interval.bytes`` plus a batch.
 - The leader epoch cache is truncated to the log (above the log end, below the log start); a
   missing or corrupt checkpoint for a non-empty log is rebuilt from the batch headers.
 - Producer state is the newest usable snapshot plus a replay of the batch headers after it.
@@ -28,6 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict
+
+from barnabas.protocol import RecordBatchHeader
 
 from .checkpoint import LEADER_EPOCH_CHECKPOINT, EpochEntry
 from .config import LogConfig
@@ -175,6 +180,8 @@ def load_log(
     now_ms: int,
     recovery_point: int | None = None,
     log_start_offset: int | None = None,
+    *,
+    clean_shutdown: bool = False,
 ) -> LoadedLog:
     """Open, check and repair every segment in ``directory`` (creating it if needed).
 
@@ -184,6 +191,9 @@ def load_log(
         now_ms: creation time for new segments, expiration reference for producers.
         recovery_point: everything below it is known flushed; None trusts every segment but the last.
         log_start_offset: the checkpointed log start offset, if any.
+        clean_shutdown: the log dir's clean-shutdown marker was there, so every segment was closed
+            whole: none is recovered (Kafka's LogLoader trusts such a log), but the last one's tail
+            from its last offset index entry is still checked (:meth:`LogSegment.check_tail`).
     """
     directory.mkdir(parents=True, exist_ok=True)
     complete_interrupted_swaps(directory, config, now_ms)
@@ -206,15 +216,18 @@ def load_log(
         removed_files=removed,
     )
 
-    def assign_epoch(header_epoch: int, base_offset: int) -> None:
+    def assign_epoch(header: RecordBatchHeader) -> None:
         latest = epochs.latest_epoch
-        if header_epoch >= 0 and (latest is None or header_epoch > latest):
-            epochs.assign(header_epoch, base_offset)
+        epoch = header.partition_leader_epoch
+        if epoch >= 0 and (latest is None or epoch > latest):
+            epochs.assign(epoch, header.base_offset)
 
     to_recover: list[LogSegment] = []
     for i, base in enumerate(bases):
         following = bases[i + 1] if i + 1 < len(bases) else None
-        unflushed = following is None or (recovery_point is not None and following > recovery_point)
+        unflushed = not clean_shutdown and (
+            following is None or (recovery_point is not None and following > recovery_point)
+        )
         if unflushed:
             segment = LogSegment.open_for_recovery(directory, base, **sizes, now_ms=now_ms)
             to_recover.append(segment)
@@ -224,18 +237,20 @@ def load_log(
             except (FileNotFoundError, CorruptIndexError) as exc:
                 logger.warning("rebuilding the indexes of segment %d in %s: %s", base, directory, exc)
                 segment = LogSegment.open_for_recovery(directory, base, **sizes, now_ms=now_ms)
-                loaded.truncated_bytes += segment.recover(
-                    lambda h: assign_epoch(h.partition_leader_epoch, h.base_offset)
-                )
+                loaded.truncated_bytes += segment.recover(assign_epoch)
                 segment.flush()
                 loaded.rebuilt_indexes.append(base)
+            else:
+                if clean_shutdown and following is None and (truncated := segment.check_tail(assign_epoch)):
+                    segment.flush()
+                    loaded.truncated_bytes += truncated
         loaded.segments.append(segment)
 
     for segment in to_recover:
         if segment not in loaded.segments:
             segment.close()  # deleted below because an earlier segment was corrupt
             continue
-        truncated = segment.recover(lambda h: assign_epoch(h.partition_leader_epoch, h.base_offset))
+        truncated = segment.recover(assign_epoch)
         segment.flush()
         loaded.recovered_segments.append(segment.base_offset)
         loaded.truncated_bytes += truncated

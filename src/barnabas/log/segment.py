@@ -591,9 +591,64 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         self._size = 0
         valid = 0
-        next_expected = self.base_offset
+        for position, header in self._valid_batches(fd, 0, file_size, self.base_offset):
+            self._size = position + header.size
+            if position == 0:
+                self._rolling_based_timestamp = header.max_timestamp
+            self._after_batch(position, header, header.size)
+            if on_batch is not None:
+                on_batch(header)
+            valid = position + header.size
+        self._cut_invalid_tail(fd, valid, file_size)
+        self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
+        return file_size - valid
+
+    def check_tail(self, on_batch: OnBatch | None = None) -> int:
+        """Validate the batches from the last offset index entry on; cut off what is invalid.
+
+        What a clean shutdown still gets checked (Kafka trusts such a log whole): a segment opened
+        with its indexes, whose last index entry is at most ``index.interval.bytes`` plus one batch
+        from the end, so a torn or flipped tail costs a short read to find. When the batch at the
+        last entry is itself invalid, the whole segment is recovered instead.
+
+        Returns:
+            The number of bytes truncated.
+        """
+        fd = self._require_fd()
+        file_size = os.fstat(fd).st_size
+        start = self.offset_index.lookup(1 << 62).position
+        valid, next_offset = start, self.base_offset
+        checked: list[RecordBatchHeader] = []
+        for position, header in self._valid_batches(fd, start, file_size, self.base_offset):
+            if on_batch is not None:
+                on_batch(header)
+            checked.append(header)
+            valid, next_offset = position + header.size, header.next_offset
+        if not checked and 0 < start < file_size:
+            return self.recover(on_batch)
+        if valid < file_size:
+            self._generation += 1
+            self.offset_index.truncate_to(next_offset)
+            self.time_index.truncate_to(next_offset)
+            self._cut_invalid_tail(fd, valid, file_size)
+        # The time index's last entry covers every batch up to the last offset index entry's
+        # (both are written together); the batches checked cover the rest.
+        last = self.time_index.last_entry
+        self._max_timestamp, self._offset_of_max_timestamp = last.timestamp, last.offset
+        for header in checked:
+            if header.max_timestamp > self._max_timestamp:
+                self._max_timestamp, self._offset_of_max_timestamp = header.max_timestamp, header.last_offset
+        self._size = self._end = valid
+        self._bytes_since_last_index_entry = valid - start
+        return file_size - valid
+
+    def _valid_batches(
+        self, fd: int, start: int, file_size: int, next_expected: int
+    ) -> Iterator[tuple[int, RecordBatchHeader]]:
+        """(position, header) of each valid batch from ``start``, up to the first invalid one (logged)."""
+        valid = start
         buffer = b""
-        buffer_start = 0
+        buffer_start = start
         while file_size - valid >= BATCH_HEADER_SIZE:
             offset = valid - buffer_start
             if len(buffer) - offset < BATCH_HEADER_SIZE:
@@ -602,7 +657,7 @@ class LogSegment:
             header = parse_batch_header(buffer, offset)
             if header.batch_length < _MIN_BATCH_LENGTH or valid + header.size > file_size:
                 logger.warning("segment %s: incomplete batch at byte %d", self._path, valid)
-                break
+                return
             if offset + header.size > len(buffer):
                 buffer = os.pread(fd, max(header.size, min(_RECOVERY_CHUNK, file_size - valid)), valid)
                 buffer_start, offset = valid, 0
@@ -610,7 +665,7 @@ class LogSegment:
                 validate_batch(buffer, offset, from_client=False)
             except (CorruptRecordError, InvalidRecordError) as exc:
                 logger.warning("segment %s: invalid batch at byte %d: %s", self._path, valid, exc)
-                break
+                return
             if header.base_offset < next_expected or not self.can_convert_to_relative_offset(header.last_offset):
                 logger.warning(
                     "segment %s: batch at byte %d has offset %d, expected at least %d",
@@ -619,22 +674,18 @@ class LogSegment:
                     header.base_offset,
                     next_expected,
                 )
-                break
-            self._size = valid + header.size
-            if valid == 0:
-                self._rolling_based_timestamp = header.max_timestamp
-            self._after_batch(valid, header, header.size)
-            if on_batch is not None:
-                on_batch(header)
+                return
+            yield valid, header
             valid += header.size
             next_expected = header.next_offset
-        truncated = file_size - valid
-        if truncated:
+        if valid < file_size:
+            logger.warning("segment %s: %d bytes after the last batch", self._path, file_size - valid)
+
+    def _cut_invalid_tail(self, fd: int, valid: int, file_size: int) -> None:
+        if valid < file_size:
             os.ftruncate(fd, valid)
-            logger.warning("segment %s: truncated %d invalid bytes during recovery", self._path, truncated)
+            logger.warning("segment %s: truncated %d invalid bytes during recovery", self._path, file_size - valid)
         self._size = self._end = valid
-        self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
-        return truncated
 
     def truncate_to(self, offset: int) -> int:
         """Remove the batch holding ``offset`` and everything after it; return the bytes removed.

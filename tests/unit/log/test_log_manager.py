@@ -115,6 +115,7 @@ def test_clean_restart_restores_every_log(dirs: list[Path], managers: list[LogMa
     logs = [restarted.get("orders", p) for p in range(3)]
     assert [(log.log_start_offset, log.log_end_offset) for log in logs if log] == [(0, 2), (0, 4), (3, 6)]
     assert all(log is not None and log.topic_id == TOPIC_ID for log in logs)
+    assert [log.load_report.recovered_segments for log in logs if log] == [[], [], []], "a clean shutdown is trusted"
 
 
 def test_restart_after_a_crash_recovers(dirs: list[Path], managers: list[LogManager]) -> None:
@@ -134,6 +135,7 @@ def test_restart_after_a_crash_recovers(dirs: list[Path], managers: list[LogMana
     restarted.load_all(T0)
     recovered = restarted.get("t", 0)
     assert recovered is not None and recovered.log_end_offset == 2
+    assert recovered.load_report.recovered_segments == [0]
     assert offsets(recovered.read(0, 1 << 20).records) == [0, 1]
 
 

@@ -208,3 +208,80 @@ def test_an_empty_dir_becomes_an_empty_log(open_log: OpenLog, log_dir: Path) -> 
         "00000000000000000000.timeindex",
         "leader-epoch-checkpoint",
     ]
+
+
+def test_a_clean_shutdown_skips_recovery_and_keeps_the_active_segments_stats(open_log: OpenLog) -> None:
+    """Kafka's LogLoader trusts a clean shutdown: nothing is recovered, and what recovery would
+    have rebuilt (the log end, the max timestamp, the indexes) is read back as it was closed."""
+    config = LogConfig(segment_bytes=3 * BATCH, index_interval_bytes=1 << 20)  # no index entry until close
+    log = open_log(config)
+    for i in range(8):
+        log.append_as_leader(make_batch(2, timestamp=T0 + 10 * i), 0, T0)
+    before = (log.log_end_offset, log.active_segment.max_timestamp, log.active_segment.offset_of_max_timestamp)
+    log.close()
+    reopened = open_log(config, recovery_point=16, clean_shutdown=True)
+    assert reopened.load_report.recovered_segments == []
+    active = reopened.active_segment
+    assert (reopened.log_end_offset, active.max_timestamp, active.offset_of_max_timestamp) == before
+    assert reopened.append_as_leader(make_batch(2), 0, T0).base_offset == 16
+    assert offsets(reopened.read(12, 1 << 20).records) == [12, 13, 14, 15, 16, 17]
+
+
+@pytest.fixture
+def sparse_config() -> LogConfig:
+    """One segment; an index entry about every fourth batch, so a tail follows the last entry."""
+    return LogConfig(segment_bytes=1 << 20, index_interval_bytes=3 * BATCH)
+
+
+def closed_cleanly_with(open_log: OpenLog, config: LogConfig, batches: int) -> PartitionLog:
+    log = open_log(config)
+    for i in range(batches):
+        log.append_as_leader(make_batch(2, timestamp=T0 + 10 * i), 0, T0)
+    assert 0 < log.active_segment.offset_index.entries < batches
+    log.close()
+    return log
+
+
+def test_a_clean_shutdown_still_cuts_a_flipped_bit_in_the_last_batch(
+    open_log: OpenLog, log_dir: Path, sparse_config: LogConfig
+) -> None:
+    closed_cleanly_with(open_log, sparse_config, 10)  # offsets 0-19
+    flip_byte(segment_file(log_dir, 0), 10 * BATCH - 5)
+    reopened = open_log(sparse_config, recovery_point=20, clean_shutdown=True)
+    report = reopened.load_report
+    assert (reopened.log_end_offset, report.truncated_bytes, report.recovered_segments) == (18, BATCH, [])
+    assert segment_file(log_dir, 0).stat().st_size == 9 * BATCH
+    active = reopened.active_segment
+    assert (active.max_timestamp, active.offset_of_max_timestamp) == (T0 + 80, 17), "the cut batch's time is gone"
+    assert reopened.active_segment.offset_index.last_offset < 18
+    assert offsets(reopened.read(14, 1 << 20).records) == [14, 15, 16, 17]
+    assert reopened.append_as_leader(make_batch(2), 0, T0).base_offset == 18
+
+
+def test_a_clean_shutdown_still_cuts_garbage_after_the_last_batch(
+    open_log: OpenLog, log_dir: Path, sparse_config: LogConfig
+) -> None:
+    closed_cleanly_with(open_log, sparse_config, 10)
+    with segment_file(log_dir, 0).open("ab") as f:
+        f.write(b"\x00" * 100)
+    reopened = open_log(sparse_config, recovery_point=20, clean_shutdown=True)
+    assert (reopened.log_end_offset, reopened.load_report.truncated_bytes) == (20, 100)
+    assert reopened.active_segment.max_timestamp == T0 + 90
+    assert offsets(reopened.read(16, 1 << 20).records) == [16, 17, 18, 19]
+
+
+def test_a_clean_shutdown_with_a_bad_batch_at_the_last_index_entry_recovers_the_segment(
+    open_log: OpenLog, log_dir: Path, sparse_config: LogConfig
+) -> None:
+    log = closed_cleanly_with(open_log, sparse_config, 10)
+    last_entry = log.active_segment.offset_index.entry(-1)
+    flip_byte(segment_file(log_dir, 0), last_entry.position + BATCH - 5)
+    reopened = open_log(sparse_config, recovery_point=20, clean_shutdown=True)
+    cut = last_entry.offset - 1  # the entry holds its batch's last offset; the batch starts one lower
+    assert reopened.log_end_offset == cut
+    assert reopened.load_report.truncated_bytes == 10 * BATCH - last_entry.position
+    active = reopened.active_segment
+    assert active.offset_index.entries > 0 and active.offset_index.last_offset < cut, "the index is rebuilt"
+    assert (active.max_timestamp, active.offset_of_max_timestamp) == (T0 + 10 * (cut // 2 - 1), cut - 1)
+    assert offsets(reopened.read(0, 1 << 20).records) == list(range(cut))
+    assert reopened.append_as_leader(make_batch(2), 0, T0).base_offset == cut
