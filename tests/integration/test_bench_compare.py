@@ -70,6 +70,8 @@ def test_compare_writes_a_sane_side_by_side_report(tmp_path: Path) -> None:
         # Every acknowledged record was read back, counted by the consumers themselves.
         assert consume["records"] == consume["acknowledged"] == produced, key
         assert consume["mb_per_s"] > 0
+        rounds = consume["rounds_mb_per_s"]  # three by default; the median is the one reported
+        assert len(rounds) == 3 and consume["mb_per_s"] == sorted(rounds)[1], (key, rounds)
         latency = phases["latency_50"]
         assert latency["records"] > 0 and latency["measured_records"] > 0, key
         assert latency["consumed"] + latency["undelivered"] == latency["records"]

@@ -67,6 +67,9 @@ class CompareSettings:
     brokers: tuple[int, ...] = (1, 3)
     workloads: tuple[str, ...] = WORKLOADS
     produce_s: float = 10.0
+    #: Times the consume phase reads the same records; the median round is reported (one round
+    #: swung by ±10 % between runs on the 2-core VM, more than the systems differed).
+    consume_rounds: int = 3
     #: An unreported acks=1 produce run first on every system (JIT compilation, page cache, connections),
     #: and as long of untimed Metadata requests before the timed ones.
     warmup_s: float = 3.0
@@ -114,7 +117,8 @@ class CompareSettings:
             raise BenchError("--latency-loads are fractions in (0, 1]")
         for flag, count in {
             "--partitions": self.partitions, "--producers": self.producers, "--consumers": self.consumers,
-            "--metadata-partitions": self.metadata_partitions, "--record-size": self.record_size,
+            "--consume-rounds": self.consume_rounds, "--metadata-partitions": self.metadata_partitions,
+            "--record-size": self.record_size,
         }.items():  # fmt: skip
             if count <= 0:
                 raise BenchError(f"{flag} must be positive")
@@ -219,9 +223,12 @@ class _Compare:
                 phases[f"produce_acks_{acks}"] = {**phase, "settle": quiet}
                 produced.append(phase)
         if "consume" in workloads:
-            quiet = run._settle()
-            phases["consume"] = {**run.consume(0, produced, trust_end_offsets=False), "name": "consume"}
-            phases["consume"]["settle"] = quiet
+            rounds = []
+            for _ in range(settings.consume_rounds):
+                quiet = run._settle()
+                rounds.append({**run.consume(0, produced, trust_end_offsets=False), "settle": quiet})
+            median = sorted(rounds, key=lambda r: r["mb_per_s"])[(len(rounds) - 1) // 2]
+            phases["consume"] = {**median, "name": "consume", "rounds_mb_per_s": [r["mb_per_s"] for r in rounds]}
         with self._task(f"{spec.label}: deleting topics"):
             _delete_topics(system.bootstrap, run.topics)
         if "latency" in workloads:

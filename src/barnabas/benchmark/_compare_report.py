@@ -248,7 +248,9 @@ def compare_markdown(report: dict[str, Any]) -> str:
         f"{load.get('busy_cores')} cores; 'other' CPU during the phases: {_other_load(report)} cores",
         f"- workload: {settings['record_size']} B records, {settings['partitions']} partitions per topic, "
         f"{settings['producers']} producer and {settings['consumers']} consumer processes (librdkafka), "
-        f"produce {settings['produce_s']} s per acks value, latency {settings['latency_s']} s per load, "
+        f"produce {settings['produce_s']} s per acks value, consume the median of "
+        f"{settings.get('consume_rounds', 1)} rounds reading every produced record, "
+        f"latency {settings['latency_s']} s per load, "
         f"Metadata {settings['metadata_s']} s; systems ran in this order: {', '.join(settings.get('systems', ()))}; "
         "every measured phase starts after os.sync()",
         "",

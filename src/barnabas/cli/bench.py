@@ -148,6 +148,12 @@ def _register_compare(commands: Any) -> None:
     )
     parser.add_argument("--produce-seconds", type=float, default=10.0, help="seconds per produce run (per acks)")
     parser.add_argument(
+        "--consume-rounds",
+        type=int,
+        default=3,
+        help="times the consume phase reads the produced records; the median round is reported",
+    )
+    parser.add_argument(
         "--warmup-seconds",
         type=float,
         default=3.0,
@@ -198,6 +204,7 @@ def run_compare(args: argparse.Namespace) -> int:
         brokers=args.brokers,
         workloads=args.workloads,
         produce_s=args.produce_seconds,
+        consume_rounds=args.consume_rounds,
         warmup_s=args.warmup_seconds,
         latency_s=args.latency_seconds,
         latency_loads=args.latency_loads,
