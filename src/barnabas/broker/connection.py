@@ -212,15 +212,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 # Its writes have landed once it is done: the frame's buffer may serve the next one.
                 task.add_done_callback(lambda _: self._frames.recycle(frame))
                 self._queue_answer(spec.name, task)
-                # Not the first answer being done: it may still wait behind a response being sent.
-                while len(self._answers) >= MAX_PIPELINED:
-                    self._answer_taken.clear()
-                    await self._answer_taken.wait()
+                await self._while_answers_are_full()
                 return
             result = await result
         self._frames.recycle(frame)
-        if self._answer_in_order(spec.name, result) and not self._can_write.is_set():
-            await self._can_write.wait()
+        if self._answer_in_order(spec.name, result):
+            if not self._can_write.is_set():
+                await self._can_write.wait()
+        else:
+            await self._while_answers_are_full()  # a done answer queued behind one being sent counts too
+
+    async def _while_answers_are_full(self) -> None:
+        """Read no further request while MAX_PIPELINED answers wait (done ones may wait behind a send)."""
+        while len(self._answers) >= MAX_PIPELINED:
+            self._answer_taken.clear()
+            await self._answer_taken.wait()
 
     def _answer_in_order(self, name: str, result: Any) -> bool:
         """Answer now, or queue the answer behind those still being worked on or sent; True if now."""

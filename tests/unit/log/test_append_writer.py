@@ -1,4 +1,8 @@
-"""Leader appends written on the AppendWriter thread: ordering, visibility, failures, rolls and recovery."""
+"""Leader appends written on the AppendWriter thread: ordering, visibility, failures, rolls and recovery.
+
+Most tests attach the writer with ``inline_max_bytes=0`` so that every batch, however small, goes
+through it; the inline path for a quiet log's small batches has tests of its own.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import pytest
 
 from barnabas.log import AppendWriter, LogConfig, LogError, LogManager, PartitionLog, PendingAppend
 from barnabas.log.append_writer import WriteState
+from barnabas.log.log import INLINE_APPEND_MAX_BYTES
 
 from .batches import T0, idempotent_batch, make_batch, offsets
 from .conftest import OpenLog, crash
@@ -31,7 +36,7 @@ def landed(*appends: PendingAppend) -> None:
 
 def test_appends_become_visible_only_when_completed(open_log: OpenLog, writer: AppendWriter) -> None:
     log = open_log()
-    log.attach_writer(writer)
+    log.attach_writer(writer, inline_max_bytes=0)
     appends = [log.begin_append_as_leader(make_batch(n), 0, T0) for n in (3, 2, 4)]
     assert [a.result.base_offset for a in appends] == [0, 3, 5]
     assert log.appends_in_flight == 3
@@ -49,7 +54,7 @@ def test_appends_become_visible_only_when_completed(open_log: OpenLog, writer: A
 
 def test_synchronous_append_waits_for_earlier_writes(open_log: OpenLog, writer: AppendWriter) -> None:
     log = open_log()
-    log.attach_writer(writer)
+    log.attach_writer(writer, inline_max_bytes=0)
     first = log.begin_append_as_leader(make_batch(2), 0, T0)
     result = log.append_as_leader(make_batch(3), 0, T0)
     assert first.done and first.error is None
@@ -61,7 +66,7 @@ def test_synchronous_append_waits_for_earlier_writes(open_log: OpenLog, writer: 
 def test_roll_waits_for_the_writes_in_flight(open_log: OpenLog, writer: AppendWriter) -> None:
     batch_size = len(make_batch(2))
     log = open_log(LogConfig(segment_bytes=3 * batch_size))
-    log.attach_writer(writer)
+    log.attach_writer(writer, inline_max_bytes=0)
     appends = [log.begin_append_as_leader(make_batch(2), 0, T0) for _ in range(7)]
     landed(*appends)
     log.complete_appends(T0)
@@ -79,7 +84,7 @@ def test_roll_waits_for_the_writes_in_flight(open_log: OpenLog, writer: AppendWr
 
 def test_idempotent_batches_see_the_appends_before_them(open_log: OpenLog, writer: AppendWriter) -> None:
     log = open_log()
-    log.attach_writer(writer)
+    log.attach_writer(writer, inline_max_bytes=0)
     log.begin_append_as_leader(idempotent_batch(7, 0, 0, 2), 0, T0)
     second = log.begin_append_as_leader(idempotent_batch(7, 0, 2, 2), 0, T0)
     retry = log.begin_append_as_leader(idempotent_batch(7, 0, 2, 2), 0, T0)
@@ -92,7 +97,7 @@ def test_idempotent_batches_see_the_appends_before_them(open_log: OpenLog, write
 
 def test_written_but_uncompleted_appends_survive_a_crash(open_log: OpenLog, writer: AppendWriter) -> None:
     log = open_log()
-    log.attach_writer(writer)
+    log.attach_writer(writer, inline_max_bytes=0)
     log.append_as_leader(make_batch(3), 0, T0)
     appends = [log.begin_append_as_leader(make_batch(2), 0, T0) for _ in range(3)]
     landed(*appends)
@@ -105,8 +110,8 @@ def test_written_but_uncompleted_appends_survive_a_crash(open_log: OpenLog, writ
 def test_log_manager_writes_on_its_thread_and_stops_it(tmp_path: Path) -> None:
     manager = LogManager([tmp_path / "data"], LogConfig(), 0, "cluster")
     log = manager.create("orders", 0, None, LogConfig(), T0)
-    pending = log.begin_append_as_leader(make_batch(4), 0, T0)
-    assert pending.landed is not None  # the manager attached its writer
+    pending = log.begin_append_as_leader(make_batch(4, value_size=INLINE_APPEND_MAX_BYTES // 2), 0, T0)
+    assert pending.landed is not None  # the manager attached its writer (and the batch is not small)
     landed(pending)
     log.complete_appends(T0)
     manager.close()
@@ -130,7 +135,7 @@ from tests.unit.log.batches import T0, make_batch, offsets
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 writer = AppendWriter()
 log = PartitionLog.open(Path({str(tmp_path / "t-0")!r}), LogConfig(), 0)
-log.attach_writer(writer)
+log.attach_writer(writer, inline_max_bytes=0)
 log.append_as_leader(make_batch(5, value_size=200), 0, T0)
 size = log.active_segment.size
 batch = make_batch(5, value_size=200)
@@ -201,7 +206,7 @@ def test_an_append_cancelled_before_its_write_is_cut_back_and_the_writer_goes_on
     open_log: OpenLog, writer: AppendWriter
 ) -> None:
     log = open_log()
-    log.attach_writer(writer)
+    log.attach_writer(writer, inline_max_bytes=0)
     blocking = _BlockingSegment()
     held = writer.submit(blocking, b"", 0, WriteState())  # type: ignore[arg-type]
     assert blocking.writing.wait(30)
@@ -228,3 +233,32 @@ def test_an_unexpected_error_fails_that_write_and_the_writer_goes_on(writer: App
     fine = _BlockingSegment()
     fine.release.set()
     assert writer.submit(fine, b"", 0, WriteState()).result(30) is None  # type: ignore[arg-type]
+
+
+def test_a_small_batch_for_a_quiet_log_is_written_on_the_callers_thread(
+    open_log: OpenLog, writer: AppendWriter
+) -> None:
+    log = open_log()
+    log.attach_writer(writer)
+    pending = log.begin_append_as_leader(make_batch(2), 0, T0)
+    assert pending.done and pending.landed is None, "no hop to the writer thread and back"
+    assert (log.log_end_offset, log.high_watermark) == (2, 2)
+    assert offsets(log.read(0, 1 << 20).records) == [0, 1]
+
+
+def test_a_large_batch_and_any_batch_behind_a_write_in_flight_go_to_the_writer(
+    open_log: OpenLog, writer: AppendWriter
+) -> None:
+    log = open_log()
+    log.attach_writer(writer)
+    large = log.begin_append_as_leader(make_batch(3, value_size=INLINE_APPEND_MAX_BYTES // 2), 0, T0)
+    small = log.begin_append_as_leader(make_batch(2), 0, T0)
+    assert large.landed is not None and small.landed is not None, "the small one must not overtake the large one"
+    assert log.log_end_offset == 0
+    landed(large, small)
+    log.complete_appends(T0)
+    assert (large.result.base_offset, small.result.base_offset, log.log_end_offset) == (0, 3, 5)
+    assert offsets(log.read(0, 1 << 22).records) == list(range(5))
+    after = log.begin_append_as_leader(make_batch(1), 0, T0)
+    assert after.done and after.landed is None, "quiet again: inline"
+    assert log.log_end_offset == 6
