@@ -29,7 +29,13 @@ from tests.support.requests import connect, timeout_ms
 pytestmark = pytest.mark.timeout(300)
 
 ELECT_LEADERS, LIST_PARTITION_REASSIGNMENTS = 43, 46
-NO_AUTO_REBALANCE = {"auto.leader.rebalance.enable": "false", "min.insync.replicas": "1"}
+#: A removed replica's dir is renamed away at once and its files go log.segment.delete.delay.ms later
+#: (60 s by default, as long as the tests wait for it to go): a second here.
+NO_AUTO_REBALANCE = {
+    "auto.leader.rebalance.enable": "false",
+    "min.insync.replicas": "1",
+    "log.segment.delete.delay.ms": "1000",
+}
 
 
 @pytest.fixture(scope="module")
