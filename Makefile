@@ -52,10 +52,12 @@ test: test-deps lint
 unit: $(TEST_STAMP)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
-# The fault tests at length: the replication failure matrix repeated FAULT_CYCLES times per backend.
-FAULT_CYCLES ?= 5
+# The fault tests at length: the replication failure matrix repeated CYCLES times per backend, every
+# failure or only those named in FAULTS (comma-separated, e.g. FAULTS="host crash bounce").
+CYCLES ?= 5
+FAULTS ?=
 fault: test-deps
-	BARNABAS_REPLICATION_CYCLES=$(FAULT_CYCLES) $(BIN)/pytest tests/fault $(PYTEST_ARGS)
+	BARNABAS_REPLICATION_CYCLES=$(CYCLES) BARNABAS_REPLICATION_FAULTS="$(FAULTS)" $(BIN)/pytest tests/fault $(PYTEST_ARGS)
 
 # barnabas, Apache Kafka (1 and 3 brokers) and Tansu side by side (bench/README.md); ~10-15 min.
 bench: $(BENCH_STAMP) system-deps

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -10,6 +10,7 @@ import pytest
 from tests.contract.servers.etcd import etcd_server  # noqa: F401 - coordination servers for every layer
 from tests.contract.servers.zookeeper import zookeeper_server  # noqa: F401
 from tests.support.broker_process import BrokerProcess
+from tests.support.cluster import BrokerCluster
 
 
 @pytest.fixture
@@ -41,3 +42,32 @@ def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPr
     process = BrokerProcess(tmp_path_factory.mktemp("shared-broker") / "data").start()
     yield process
     process.kill()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """Keep each phase's report on the item, so fixtures can tell at teardown whether the test failed."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
+@pytest.fixture
+def cluster_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., BrokerCluster]]:
+    """Build broker clusters (BrokerCluster's arguments); every broker of every one is killed afterwards,
+    however the test ended, and its log's last lines are printed if the test failed."""
+    made: list[BrokerCluster] = []
+
+    def make(*args: object, **kwargs: object) -> BrokerCluster:
+        cluster = BrokerCluster(*args, **kwargs)  # type: ignore[arg-type]
+        made.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in made:
+        cluster.stop()
+    report = getattr(request.node, "report_call", None)
+    if report is not None and report.failed:
+        for cluster in made:
+            for broker in cluster.brokers:
+                print(f"--- broker {broker.broker_id}, last lines ---\n" + "\n".join(list(broker.output)[-300:]))

@@ -114,6 +114,16 @@ class BrokerProcess:
             self.proc.wait()
         self._join_reader()
 
+    def pause(self) -> None:
+        """SIGSTOP the broker: it keeps its sockets and files but does nothing until resumed."""
+        assert self.proc is not None and self.proc.poll() is None, "not running"
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT a paused broker."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+
     def restart(self) -> BrokerProcess:
         self.stop()
         return self.start()

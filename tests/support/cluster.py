@@ -10,9 +10,23 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import pytest
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
 from tests.support.broker_process import BrokerProcess
+
+#: The coordination backends cluster tests run on: each has its server in every suite run.
+CLUSTER_BACKENDS = ("sqlite", "etcd", "zookeeper")
+
+
+def coordination_url(request: pytest.FixtureRequest, backend: str, directory: Path) -> str:
+    """A fresh coordination URL on ``backend`` (SQLite in ``directory``; etcd and ZooKeeper from the
+    suite's shared servers, under a fresh prefix)."""
+    if backend == "sqlite":
+        return f"sqlite:///{directory / 'coordination.db'}"
+    server = request.getfixturevalue(f"{backend}_server")
+    return str(server.url_for())
+
 
 #: Settings that make failure detection and ISR changes quick enough for tests.
 FAST_FAILOVER = {

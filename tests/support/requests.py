@@ -172,14 +172,16 @@ def fetch(
     return partition_data
 
 
-def create_topics(client: RawKafkaClient, names: list[str], partitions: int = 1, **configs: str) -> dict[str, Any]:
+def create_topics(
+    client: RawKafkaClient, names: list[str], partitions: int = 1, replication_factor: int = 1, **configs: str
+) -> dict[str, Any]:
     """CreateTopics v7; return each topic's result by name."""
     request = CreateTopicsRequest(
         topics=tuple(
             CreatableTopic(
                 name=name,
                 num_partitions=partitions,
-                replication_factor=1,
+                replication_factor=replication_factor,
                 assignments=(),
                 configs=tuple(CreatableTopicConfig(name=k.replace("_", "."), value=v) for k, v in configs.items()),
             )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
@@ -46,15 +46,23 @@ class WorkloadResult:
 
 
 class Workload:
-    """Produce and consume in background threads until ``finish()``."""
+    """Produce and consume in background threads until ``finish()``.
+
+    The client callbacks only append to deques (atomic, no lock): with a lock taken in a librdkafka
+    delivery callback, a run once left the producer, the consumer and the test all waiting on it.
+    """
 
     def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
         self.topic = topic
         self.partitions = partitions
         self.result = WorkloadResult()
-        self._lock = threading.Lock()
+        self._acked: deque[tuple[int, int]] = deque()  # (partition, value)
+        self._failed: deque[str] = deque()
+        self._consumed: deque[tuple[int, int, int]] = deque()  # (partition, offset, value)
         self._stop_producing = threading.Event()
         self._stop_consuming = threading.Event()
+        #: The producer's fatal error, if it had one (it then stops producing).
+        self.fatal: str | None = None
         self._producer = Producer({
             "bootstrap.servers": bootstrap,
             "acks": "all",
@@ -63,6 +71,7 @@ class Workload:
             "message.timeout.ms": 120000,
             "retry.backoff.ms": 100,
             "topic.metadata.refresh.interval.ms": 1000,
+            "error_cb": self._on_error,
         })  # fmt: skip
         self._consumer = Consumer({
             "bootstrap.servers": bootstrap,
@@ -81,12 +90,13 @@ class Workload:
         return self
 
     def acked_count(self) -> int:
-        with self._lock:
-            return self.result.acked_count
+        return len(self._acked)
 
     def wait_acked(self, at_least: int, timeout_s: float = 60.0) -> None:
         deadline = time.monotonic() + timeout_s
         while self.acked_count() < at_least:
+            if self.fatal is not None:
+                raise AssertionError(f"the producer stopped with a fatal error: {self.fatal}")
             if time.monotonic() > deadline:
                 raise AssertionError(f"only {self.acked_count()} values acked, wanted {at_least}")
             time.sleep(0.05)
@@ -97,22 +107,34 @@ class Workload:
         self._threads[0].join(timeout_s)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            with self._lock:
-                seen = {p: {v for _, v in items} for p, items in self.result.consumed.items()}
-                caught_up = all(set(values) <= seen.get(p, set()) for p, values in self.result.acked.items())
-            if caught_up:
+            seen = {(partition, value) for partition, _, value in list(self._consumed)}
+            if all(acked in seen for acked in list(self._acked)):
                 break
             time.sleep(0.1)
         self._stop_consuming.set()
         self._threads[1].join(timeout_s)
-        return self.result
+        return self._collect()
+
+    def _collect(self) -> WorkloadResult:
+        result = WorkloadResult()
+        for partition, value in list(self._acked):
+            result.acked[partition].append(value)
+        result.failed = list(self._failed)
+        for partition, offset, value in list(self._consumed):
+            result.consumed[partition].append((offset, value))
+        self.result = result
+        return result
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.fatal():  # an idempotent producer that lost sequence sync never delivers again
+            self.fatal = str(error)
+            self._stop_producing.set()
 
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
-        with self._lock:
-            if error is None:
-                self.result.acked[message.partition()].append(int(message.value()))
-            else:
-                self.result.failed.append(str(error))
+        if error is None:
+            self._acked.append((message.partition(), int(message.value())))
+        else:
+            self._failed.append(str(error))
 
     def _produce(self) -> None:
         sequence = 0
@@ -131,10 +153,9 @@ class Workload:
             self._producer.poll(0)
             if sequence % 50 == 0:
                 time.sleep(0.01)  # a steady trickle, not a flood: failures land mid-stream
-        remaining = self._producer.flush(120)
+        remaining = self._producer.flush(1 if self.fatal is not None else 120)
         if remaining:
-            with self._lock:
-                self.result.failed.append(f"{remaining} messages still undelivered at the end")
+            self._failed.append(f"{remaining} messages still undelivered at the end")
 
     def _consume(self) -> None:
         self._consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
@@ -143,7 +164,6 @@ class Workload:
                 message = self._consumer.poll(0.2)
                 if message is None or message.error() is not None:
                     continue
-                with self._lock:
-                    self.result.consumed[message.partition()].append((message.offset(), int(message.value())))
+                self._consumed.append((message.partition(), message.offset(), int(message.value())))
         finally:
             self._consumer.close()

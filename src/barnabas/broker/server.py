@@ -3,17 +3,19 @@
 Start-up order matters: coordination first (cluster id), then the log dirs (whose lock and
 meta.properties must agree with the broker id and cluster id), then the listener, so a broker
 that cannot own its data never accepts a connection; then registration in the ``brokers``
-group (waiting for a previous holder of this id to vanish), the metadata watches, the replica
-manager and the controller candidacy. Stopping is a controlled shutdown (Kafka's): resign as
-controller, leave the ``brokers`` group so the controller moves leadership to other in-sync
-replicas, wait (bounded) until it has, then stop replicating, close connections, close the logs
-(clean-shutdown marker), and storage last.
+group with a new broker epoch (waiting for a previous holder of this id to vanish), the metadata
+watches, the replica manager and the controller candidacy, and a bounded wait for the controller
+to elect anew where this broker led in an earlier incarnation, before it serves. Stopping is a
+controlled shutdown (Kafka's): resign as controller, leave the ``brokers`` group so the
+controller moves leadership to other in-sync replicas, wait (bounded) until it has, then stop
+replicating, close connections, close the logs (clean-shutdown marker), and storage last.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import socket
 import time
@@ -46,6 +48,8 @@ log = logging.getLogger(__name__)
 
 #: Seconds between log maintenance passes at most (retention, time-based flush, expiry).
 MAX_MAINTENANCE_INTERVAL_S = 1.0
+#: How long a restarted broker waits, before it serves, for the controller to elect anew where it led.
+NEW_ELECTIONS_WAIT_S = 10.0
 
 
 def resolve_broker_id(config: BrokerConfig) -> int:
@@ -168,13 +172,18 @@ class Broker:
         metastore = self._storage.metastore
         ttl_s = int(self.config["broker.session.timeout.ms"]) / 1000
         self._session = await metastore.open_session(ttl_s)
-        info = BrokerInfo(self.broker_id, state.advertised.host, state.advertised.port, state.rack)
+        assert self._logs is not None
+        clean = all(self._logs.clean_shutdown.values())
+        info = BrokerInfo(self.broker_id, state.advertised.host, state.advertised.port, state.rack, clean=clean)
         try:
-            await state.brokers.register(self._session, info)
+            registered = await state.brokers.register(self._session, info)
         except KeyExistsError:
             raise ConfigError(
                 f"broker.id {self.broker_id} is registered by another live broker; is it running already?"
             ) from None
+        state.broker_epoch = registered.epoch
+        log.info("broker %d registered with broker epoch %d (%s start)", self.broker_id, registered.epoch,
+                 "clean" if clean else "unclean")  # fmt: skip
         replicas = ReplicaManager(state)
         self._offsets = OffsetsTopic(state)
         self._offsets.start()
@@ -207,6 +216,22 @@ class Broker:
         self._session_keeper = asyncio.get_running_loop().create_task(
             self._keep_registered(state, info, ttl_s), name="session keeper"
         )
+        await self._await_new_elections(replicas)
+
+    async def _await_new_elections(self, replicas: ReplicaManager) -> None:
+        """Before serving, let the controller elect anew where this broker led in an earlier incarnation.
+
+        Until it has, those partitions have no acting leader (this broker does not take back what it
+        led before a restart); waiting here, bounded, makes a restarted broker serve them as soon
+        as it listens, as a single-broker cluster's clients expect.
+        """
+        stale = replicas.led_by_an_earlier_incarnation()
+        if not stale:
+            return
+        log.info("waiting for new leader elections of %d partitions this broker led before", len(stale))
+        left = await replicas.wait_until_none(replicas.led_by_an_earlier_incarnation, NEW_ELECTIONS_WAIT_S)
+        if left:
+            log.warning("%d partitions still wait for a new leader election; serving anyway", len(left))
 
     async def _keep_registered(self, state: BrokerState, info: BrokerInfo, ttl_s: float) -> None:
         """When the session is lost (expired during a long outage), register again with a new one.
@@ -234,12 +259,16 @@ class Broker:
             while True:
                 try:
                     self._session = await metastore.open_session(ttl_s)
-                    await state.brokers.register(self._session, info)
+                    registered = await state.brokers.register(self._session, dataclasses.replace(info, clean=True))
                     break
                 except CoordinationError as exc:
                     log.warning("registering again failed (%s); retrying", exc)
                     await asyncio.sleep(1.0)
-            log.info("broker %d registered again", self.broker_id)
+            # A new incarnation: leaderships of the old one wait for the controller to elect anew.
+            state.broker_epoch = registered.epoch
+            log.info("broker %d registered again with broker epoch %d", self.broker_id, registered.epoch)
+            if self._replicas is not None:
+                self._replicas.poke()
             self._stand_for_controller()
 
     def _stand_for_controller(self) -> None:
@@ -313,12 +342,8 @@ class Broker:
             return
         if not self.config["controlled.shutdown.enable"]:
             return
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(int(self.config["controlled.shutdown.max.wait.ms"]) / 1000):
-                while replicas.leading_with_others_in_sync():
-                    replicas.reconciled.clear()
-                    await replicas.reconciled.wait()
-        left = replicas.leading_with_others_in_sync()
+        wait_s = int(self.config["controlled.shutdown.max.wait.ms"]) / 1000
+        left = await replicas.wait_until_none(replicas.leading_with_others_in_sync, wait_s)
         if left:
             log.warning("controlled shutdown: still leading %d partitions after the wait", len(left))
 

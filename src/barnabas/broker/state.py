@@ -58,6 +58,9 @@ class BrokerState:
     brokers: BrokerRegistry
     clock: Callable[[], float] = time.time
     rack: str | None = None
+    #: This incarnation's broker epoch (KIP-380), -1 until registered; a new one after every
+    #: registration. Partition states name the epoch each ISR member is in sync in.
+    broker_epoch: int = -1
     fetch_waiters: FetchWaiters = field(default_factory=FetchWaiters)
     connections: set[Any] = field(default_factory=set)
     replicas: ReplicaManager | None = None
@@ -90,7 +93,7 @@ class BrokerState:
 
     def live_brokers(self) -> dict[int, BrokerInfo]:
         """Registered brokers, this one always included (it serves even while coordination is away)."""
-        me = BrokerInfo(self.broker_id, self.advertised.host, self.advertised.port, self.rack)
+        me = BrokerInfo(self.broker_id, self.advertised.host, self.advertised.port, self.rack, self.broker_epoch)
         return {**self.brokers.live, self.broker_id: me}
 
     def now_ms(self) -> int:
@@ -115,17 +118,21 @@ class BrokerState:
         """The partition if this broker leads it, else the error a leader-only request gets.
 
         Kafka's ReplicaManager.getPartitionOrError plus its leader-epoch check (KIP-320): an unknown
-        topic or partition is UNKNOWN_TOPIC_OR_PARTITION, another broker's partition is
+        topic or partition is UNKNOWN_TOPIC_OR_PARTITION, a partition this broker does not lead is
         NOT_LEADER_OR_FOLLOWER, and a ``current_leader_epoch`` (-1 means unchecked) older than the
         leader's is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
+
+        Leading means acting as leader (the replica manager's LeaderReplica), not being named leader
+        by the stored state: a broker that restarted is named there until the controller elects
+        anew, and must not answer for a log that may have lost what it never flushed.
         """
         topic_metadata = self.topic(topic)
         if topic_metadata is None or partition not in topic_metadata.assignment:
             return ErrorCode.unknown_topic_or_partition
-        partition_state = self.partition_state(topic, partition)
-        partition_log = self.logs.get(topic, partition)
-        if partition_state is None or partition_log is None or partition_state.leader != self.broker_id:
+        leader = self.replicas.leader(topic, partition) if self.replicas is not None else None
+        if leader is None:
             return ErrorCode.not_leader_or_follower
+        partition_state, partition_log = leader.state, leader.log
         if current_leader_epoch >= 0 and current_leader_epoch != partition_state.leader_epoch:
             if current_leader_epoch < partition_state.leader_epoch:
                 return ErrorCode.fenced_leader_epoch

@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from barnabas.cluster import PartitionState, Topic, TopicExistsError, topic_name_problem
+from barnabas.cluster import Topic, TopicExistsError, initial_state, topic_name_problem
 from barnabas.cluster.assignment import (
     AssignmentError,
     IncompleteRackInformationError,
@@ -21,6 +21,7 @@ from barnabas.cluster.assignment import (
     start_index_for_new_partitions,
 )
 from barnabas.config import BrokerConfig, ConfigError, log_config_for, validate_topic_overrides
+from barnabas.coordination import VersionConflictError
 from barnabas.log import LogConfig
 from barnabas.protocol import ErrorCode
 
@@ -36,6 +37,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: Times a topic change is redone after another broker changed the topic first.
+UPDATE_ATTEMPTS = 5
 
 
 class TopicAdminError(Exception):
@@ -151,7 +155,7 @@ async def create_topic(
     )
     if validate_only:
         return topic
-    states = {p: PartitionState(leader=r[0], leader_epoch=0, isr=r) for p, r in replicas.items()}
+    states = {p: initial_state(r, state.live_brokers()) for p, r in replicas.items()}
     try:
         await state.topics.create(topic, states)
     except TopicExistsError:
@@ -163,9 +167,13 @@ async def create_topic(
 
 
 def _reconcile_soon(state: BrokerState) -> None:
-    """Let the replica manager pick up a change this broker made (the watch would, a little later)."""
+    """Let the replica manager take up a change this broker made now (the watch would, a little later),
+    so that the partitions it leads accept requests as soon as the admin request is answered."""
     if state.replicas is not None:
-        state.replicas.poke()
+        try:
+            state.replicas.reconcile()
+        except Exception:
+            log.exception("reconciling replicas after a topic change failed; the next change retries")
 
 
 def _create_local_logs(
@@ -202,7 +210,30 @@ async def create_partitions(
     assignment: Sequence[Sequence[int]] | None = None,
     validate_only: bool = False,
 ) -> Topic:
-    """Grow a topic to ``count`` partitions."""
+    """Grow a topic to ``count`` partitions.
+
+    The topic's document is changed by compare-and-set; when another broker changed it first (two
+    CreatePartitions at once), the checks run again on what it stored, as Kafka's single controller
+    would have run them second.
+    """
+    return await _retrying_on_conflict(
+        state, name, lambda: _create_partitions_once(state, name, count, assignment, validate_only)
+    )
+
+
+async def _retrying_on_conflict(state: BrokerState, name: str, change: Callable[[], Awaitable[Topic]]) -> Topic:
+    """Run ``change`` again on the stored topic each time another writer changed it first."""
+    for _ in range(UPDATE_ATTEMPTS):
+        try:
+            return await change()
+        except VersionConflictError:
+            await state.topics.refresh_topic(name)
+    raise TopicAdminError(ErrorCode.request_timed_out, f"The topic '{name}' kept changing; try again.")
+
+
+async def _create_partitions_once(
+    state: BrokerState, name: str, count: int, assignment: Sequence[Sequence[int]] | None, validate_only: bool
+) -> Topic:
     topic = state.topic(name)
     if topic is None:
         raise TopicAdminError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
@@ -230,7 +261,7 @@ async def create_partitions(
     grown = dataclasses.replace(topic, assignment={**topic.assignment, **added})
     if validate_only:
         return grown
-    states = {p: PartitionState(leader=r[0], leader_epoch=0, isr=r) for p, r in added.items()}
+    states = {p: initial_state(r, state.live_brokers()) for p, r in added.items()}
     await state.topics.update(grown, states)
     _create_local_logs(state, grown, added, state.log_config(grown.config))
     _reconcile_soon(state)
@@ -241,17 +272,24 @@ async def create_partitions(
 async def alter_topic_config(
     state: BrokerState, name: str, overrides: Mapping[str, str | None], *, validate_only: bool = False
 ) -> Topic:
-    """Replace a topic's config overrides (None values are removed) and apply them to its logs."""
-    topic = state.topic(name)
-    if topic is None:
-        raise TopicAdminError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
-    normalised, config = _check_configs(state, overrides)
-    updated = dataclasses.replace(topic, config=normalised)
-    if validate_only:
+    """Replace a topic's config overrides (None values are removed) and apply them to its logs.
+
+    Another broker's change of the topic meanwhile is read and this one applied over it.
+    """
+
+    async def alter() -> Topic:
+        topic = state.topic(name)
+        if topic is None:
+            raise TopicAdminError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+        normalised, config = _check_configs(state, overrides)
+        updated = dataclasses.replace(topic, config=normalised)
+        if validate_only:
+            return updated
+        await state.topics.update(updated)
+        state.logs.update_config(name, config)
         return updated
-    await state.topics.update(updated)
-    state.logs.update_config(name, config)
-    return updated
+
+    return await _retrying_on_conflict(state, name, alter)
 
 
 def stored_log_config(config: BrokerConfig, topic: Topic) -> LogConfig:

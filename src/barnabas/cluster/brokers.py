@@ -2,7 +2,16 @@
 
 A broker's membership key is ephemeral, so it vanishes when the broker's session ends, however
 the process dies; the controller and every broker learn of that from a watch. The member data
-is the broker's advertised endpoint and rack, as JSON.
+is the broker's advertised endpoint and rack, and its **broker epoch**, as JSON.
+
+The broker epoch (KIP-380) tells incarnations apart: every registration takes the next number from
+the counter ``broker_epochs/<id>`` (compare-and-set, so it only grows), whether the broker process
+is new or re-registers after losing its session. Watches are hints and may fold a broker's
+departure and return into one change; the epoch is what shows that it came back, so the controller
+never mistakes a restarted broker (which may have lost writes it never flushed) for the one whose
+place it holds in an ISR. ``clean`` says whether the incarnation's logs were closed cleanly last
+time (KIP-966's unclean-shutdown detection): the controller prefers such a broker when it must
+choose among restarted ones.
 """
 
 from __future__ import annotations
@@ -10,29 +19,44 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from barnabas.coordination import GroupMembership, Metastore, Session
+from barnabas.coordination import GroupMembership, Metastore, Session, Storage, VersionConflictError
 
-__all__ = ["BROKERS_GROUP", "BrokerInfo", "BrokerRegistry"]
+__all__ = ["BROKERS_GROUP", "BROKER_EPOCHS_PREFIX", "BrokerInfo", "BrokerRegistry"]
 
 BROKERS_GROUP = "brokers"
+BROKER_EPOCHS_PREFIX = "broker_epochs/"
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
-    """What the cluster knows of a live broker: how clients reach it and where it stands."""
+    """What the cluster knows of a live broker: how clients reach it, where it stands, which incarnation."""
 
     broker_id: int
     host: str
     port: int
     rack: str | None = None
+    #: This incarnation's broker epoch; -1 until registered.
+    epoch: int = -1
+    #: Whether this incarnation started from logs closed cleanly (nothing unflushed was lost).
+    clean: bool = True
 
     def to_json(self) -> bytes:
-        return json.dumps({"version": 1, "host": self.host, "port": self.port, "rack": self.rack}).encode()
+        return json.dumps({
+            "version": 2, "host": self.host, "port": self.port, "rack": self.rack, "epoch": self.epoch,
+            "clean": self.clean,
+        }).encode()  # fmt: skip
 
     @classmethod
     def from_json(cls, broker_id: int, data: bytes) -> BrokerInfo:
         document = json.loads(data)
-        return cls(broker_id, str(document["host"]), int(document["port"]), document.get("rack"))
+        return cls(
+            broker_id,
+            str(document["host"]),
+            int(document["port"]),
+            document.get("rack"),
+            int(document.get("epoch", -1)),
+            bool(document.get("clean", False)),
+        )
 
 
 class BrokerRegistry:
@@ -40,6 +64,7 @@ class BrokerRegistry:
 
     def __init__(self, metastore: Metastore) -> None:
         self.membership = GroupMembership(metastore, BROKERS_GROUP)
+        self._storage = Storage(metastore)
         self.live: dict[int, BrokerInfo] = {}
         #: Bumped whenever ``live`` may have changed (see TopicStore.generation).
         self.generation = 0
@@ -48,18 +73,45 @@ class BrokerRegistry:
     def prefix(self) -> str:
         return self.membership.prefix
 
-    async def register(self, session: Session, info: BrokerInfo, wait_s: float | None = None) -> None:
-        """Join as ``info.broker_id``, waiting for a previous holder of that id to vanish.
+    def epochs(self) -> dict[int, int]:
+        """Live broker id -> its broker epoch, as last read."""
+        return {broker_id: info.epoch for broker_id, info in self.live.items()}
+
+    async def register(self, session: Session, info: BrokerInfo, wait_s: float | None = None) -> BrokerInfo:
+        """Join as ``info.broker_id`` with a new broker epoch, waiting for a previous holder of the id to vanish.
+
+        Returns:
+            ``info`` with the epoch this registration got.
 
         Raises:
             KeyExistsError: another live broker holds the id after ``wait_s``.
         """
-        await self.membership.join(session, str(info.broker_id), info.to_json(), wait_s)
-        self.live[info.broker_id] = info
+        registered = BrokerInfo(
+            info.broker_id, info.host, info.port, info.rack, await self._next_epoch(info.broker_id), info.clean
+        )
+        await self.membership.join(session, str(info.broker_id), registered.to_json(), wait_s)
+        self.live[info.broker_id] = registered
         self.generation += 1
+        return registered
+
+    async def _next_epoch(self, broker_id: int) -> int:
+        key = f"{BROKER_EPOCHS_PREFIX}{broker_id}"
+        while True:
+            current = await self._storage.get(key)
+            epoch = int(current.value) + 1 if current is not None else 1
+            try:
+                await self._storage.compare_and_set(key, str(epoch).encode(), current.version if current else 0)
+            except VersionConflictError:
+                continue
+            return epoch
 
     async def deregister(self, session: Session, broker_id: int) -> None:
         await self.membership.leave(session, str(broker_id))
+
+    async def read(self, broker_id: int) -> BrokerInfo | None:
+        """Read one broker's registration now (not from the cache): None if it is not registered."""
+        data = await self.membership.member(str(broker_id))
+        return BrokerInfo.from_json(broker_id, data) if data is not None else None
 
     async def refresh(self) -> dict[int, BrokerInfo]:
         """Re-read the live brokers from storage."""

@@ -6,11 +6,14 @@ controller-to-broker RPCs: brokers reconcile from the partition states it writes
 - It runs for election ``controller``; the winner's epoch fences every write it makes, so a
   deposed controller (a paused process, a lost session) cannot overwrite its successor's work.
 - Whenever brokers or partition states may have changed (``poke()``), it compares each
-  partition's state with the live brokers: a partition whose leader is gone gets a new leader
-  from the live members of its ISR (the first in assignment order), with the leader epoch
-  bumped; replicas that are gone leave the ISR. No in-sync replica alive means no leader
-  (-1, the ISR kept as the last known) unless unclean leader election is enabled for the topic,
-  which takes any live replica and accepts losing what it lacks.
+  partition's state with the live brokers and their broker epochs: a partition whose leader is
+  gone, or back as a new incarnation (a restart, however fast: KIP-380), gets a new leader from
+  the members of its ISR still registered in the epoch they joined in (the first in assignment
+  order), with the leader epoch bumped; replicas that are gone or restarted leave the ISR until
+  their leader takes them back. No such replica means a returned ISR member leads again (a
+  cleanly stopped one first); none of those either means no leader (-1, the ISR kept as the
+  last known) unless unclean leader election is enabled for the topic, which takes any live
+  replica and accepts losing what it lacks.
 - Partition-state writes are compare-and-set on the key's version, because partition leaders
   change their ISR concurrently; a conflict re-reads the key and tries again next round.
 - On request (the ElectLeaders and AlterPartitionReassignments handlers of the broker that is
@@ -28,7 +31,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from barnabas.coordination import (
     CoordinationError,
@@ -46,9 +49,13 @@ from barnabas.protocol import ErrorCode
 from .brokers import BrokerRegistry
 from .leadership import (
     ElectionError,
+    Live,
+    broker_epochs,
     cancel_reassignment,
     completed_reassignment,
+    elected,
     imbalanced_partitions,
+    initial_state,
     preferred_election,
     reassign,
     settle_on,
@@ -72,27 +79,38 @@ CONTROLLER_ELECTION = "controller"
 RETRY_S = 0.5
 #: The controller re-checks everything at least this often, even without a hint.
 RECHECK_S = 5.0
+#: How long a partition of a stored topic may lack a state before the controller writes one: its
+#: creator writes it right after the topic, unless it stopped in between.
+MISSING_STATE_GRACE_S = 2.0
 
 
 def next_partition_state(
-    state: PartitionState, replicas: Sequence[int], live: Collection[int], *, unclean: bool
+    state: PartitionState, replicas: Sequence[int], live: Live, *, unclean: bool
 ) -> PartitionState | None:
-    """The state a partition should move to given the live brokers, or None if it is right as is."""
-    if state.leader in live:
-        isr = tuple(r for r in state.isr if r in live)
-        if state.leader not in isr:
-            isr = (state.leader, *isr)
-        return dataclasses.replace(state, isr=isr) if isr != state.isr else None
-    candidates = [r for r in replicas if r in live and r in state.isr]
+    """The state a partition should move to given the live brokers, or None if it is right as is.
+
+    A replica counts as in sync only in the broker epoch it joined the ISR in: a broker that
+    restarted, however fast, is a new incarnation that may have lost what it never flushed
+    (KIP-380, KIP-966). So an ISR member that is gone, or back as a new incarnation, leaves the
+    ISR; a leader that is either is replaced by the first in-sync replica at the next leader
+    epoch. Only when no ISR member is in sync any more does one that came back lead again (a
+    cleanly stopped one first), as Kafka keeps the last ISR member and elects it when it returns.
+    """
+    current = state.current_isr(broker_epochs(live))
+    if state.leader in current:
+        return state.with_isr(current, {}) if current != state.isr else None
+    candidates = [r for r in replicas if r in current]
     if candidates:
-        isr = tuple(r for r in state.isr if r in live)
-        return PartitionState(candidates[0], state.leader_epoch + 1, isr, state.controller_epoch)
+        return elected(state, candidates[0], current, live)
+    returned = sorted((r for r in replicas if r in state.isr and r in live), key=lambda r: not live[r].clean)
+    if returned:
+        return elected(state, returned[0], returned[:1], live)
     live_replicas = [r for r in replicas if r in live]
     if unclean and live_replicas:
-        return PartitionState(live_replicas[0], state.leader_epoch + 1, (live_replicas[0],), state.controller_epoch)
+        return elected(state, live_replicas[0], live_replicas[:1], live)
     if state.leader == -1:
         return None
-    return PartitionState(-1, state.leader_epoch + 1, state.isr, state.controller_epoch)
+    return dataclasses.replace(state, leader=-1, leader_epoch=state.leader_epoch + 1)
 
 
 class NotControllerError(Exception):
@@ -127,6 +145,7 @@ class Controller:
         self._unclean = unclean
         self._rebalance = rebalance
         self._next_rebalance = float("inf")
+        self._missing_since: dict[TopicPartition, float] = {}
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         #: The fence of this broker's current term, None while it is not acting as controller.
@@ -190,7 +209,8 @@ class Controller:
         Returns how many partition states it changed.
         """
         async with self._lock:
-            changed = await self._elect_where_needed(fence)
+            changed = await self._write_missing_states(fence)
+            changed += await self._elect_where_needed(fence)
             changed += await self._complete_reassignments(fence)
             if self._rebalance is not None and time.monotonic() >= self._next_rebalance:
                 self._next_rebalance = time.monotonic() + self._rebalance.interval_s
@@ -198,7 +218,7 @@ class Controller:
         return changed
 
     async def _elect_where_needed(self, fence: Fence) -> int:
-        live = set(self._brokers.live)
+        live = dict(self._brokers.live)
         changed = 0
         for (name, partition), state in list(self._topics.states.items()):
             topic = self._topics.topics.get(name)
@@ -221,8 +241,27 @@ class Controller:
             )  # fmt: skip
         return changed
 
+    async def _write_missing_states(self, fence: Fence) -> int:
+        """Write a first state for partitions whose creator stopped before writing it."""
+        now = time.monotonic()
+        missing = self._topics.missing_states()
+        self._missing_since = {(t.name, p): self._missing_since.get((t.name, p), now) for t, p in missing}
+        due: dict[str, tuple[Topic, list[int]]] = {}
+        for topic, partition in missing:
+            if now - self._missing_since[(topic.name, partition)] >= MISSING_STATE_GRACE_S:
+                due.setdefault(topic.name, (topic, []))[1].append(partition)
+        changed = 0
+        live = dict(self._brokers.live)
+        for topic, partitions in due.values():
+            states = {p: initial_state(topic.assignment[p], live) for p in partitions}
+            written = await self._topics.write_new_states(topic, states, fence)
+            if written:
+                log.warning("%s: wrote the missing states of partitions %s", topic.name, sorted(written))
+            changed += len(written)
+        return changed
+
     async def _complete_reassignments(self, fence: Fence) -> int:
-        live = set(self._brokers.live)
+        live = dict(self._brokers.live)
         changed = 0
         for topic in list(self._topics.topics.values()):
             for partition in list(topic.reassigning):
@@ -248,7 +287,7 @@ class Controller:
         return changed
 
     async def _rebalance_leaders(self, fence: Fence, threshold_percent: int) -> int:
-        live = set(self._brokers.live)
+        live = dict(self._brokers.live)
         chosen = imbalanced_partitions(self._topics.topics, self._topics.states, live, threshold_percent)
         if chosen:
             log.info("leader rebalance: moving %d partitions back to their preferred leader", len(chosen))
@@ -294,7 +333,7 @@ class Controller:
                 if topic is None or state is None or version is None or partition not in topic.assignment:
                     results[(name, partition)] = _unknown(name, partition)
                     break
-                live = set(self._brokers.live)
+                live = dict(self._brokers.live)
                 elect = preferred_election if preferred else unclean_election
                 wanted = elect(state, topic.assignment[partition], live)
                 if isinstance(wanted, ElectionError) and wanted.code in ISR_REFUSALS and not refreshed:
@@ -354,7 +393,7 @@ class Controller:
             state = self._topics.states.get((name, partition))
             if topic is None or state is None or partition not in topic.assignment:
                 return _unknown(name, partition)
-            live = set(self._brokers.live)
+            live = dict(self._brokers.live)
             if target is None:
                 reverted = cancel_reassignment(topic, partition, state, live)
                 if isinstance(reverted, ElectionError):
@@ -394,7 +433,7 @@ def _unknown(name: str, partition: int) -> ElectionError:
 
 
 def _target_problem(
-    topic: Topic, partition: int, target: Sequence[int], live: Collection[int], allow_rf_change: bool
+    topic: Topic, partition: int, target: Sequence[int], live: Live, allow_rf_change: bool
 ) -> ElectionError | None:
     """Why ``target`` is not a valid reassignment target (Kafka's checks and messages), or None."""
     if not target:

@@ -4,10 +4,13 @@ Pure functions of the stored state and the live brokers, as ``next_partition_sta
 controller writes what they return. Kafka's rules (ZooKeeper-mode KafkaController, KIP-455,
 KIP-460):
 
+- "Live" is a mapping of registered broker id to its registration (BrokerInfo); "in sync" means
+  in the ISR in the broker epoch it is registered in now (``PartitionState.in_sync``): a broker
+  that restarted is not in sync until its leader takes it back.
 - The preferred leader is the first replica of the assignment. A preferred election moves
-  leadership to it only if it is alive and in the ISR; if it leads already the election is not
-  needed. An unclean election is only needed for a partition without a live leader, and takes a
-  live ISR member if there is one, else any live replica.
+  leadership to it only if it is in sync; if it leads already the election is not needed. An
+  unclean election is only needed for a partition without an in-sync leader, and takes an
+  in-sync replica if there is one, else any live replica.
 - A reassignment to target replicas T of a partition with original replicas O makes the
   assignment ``(T ++ O).distinct`` with ``adding = that - O`` and ``removing = that - T``, and
   bumps the leader epoch so every replica takes the new replica set. New replicas replicate
@@ -26,17 +29,23 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from barnabas.protocol import ErrorCode
 
+from .brokers import BrokerInfo
 from .model import PartitionState, Reassignment, Topic
 
 __all__ = [
     "ElectionError",
+    "Live",
+    "broker_epochs",
     "cancel_reassignment",
     "completed_reassignment",
+    "elected",
     "imbalanced_partitions",
+    "in_sync",
+    "initial_state",
     "preferred_election",
     "reassign",
     "settle_on",
@@ -44,6 +53,24 @@ __all__ = [
 ]
 
 TopicPartition = tuple[str, int]
+Live = Mapping[int, BrokerInfo]
+
+
+def broker_epochs(live: Live) -> dict[int, int]:
+    """Broker id -> broker epoch of each live broker."""
+    return {broker_id: info.epoch for broker_id, info in live.items()}
+
+
+def in_sync(state: PartitionState, broker_id: int, live: Live) -> bool:
+    """Whether ``broker_id`` is live and in the ISR in the incarnation it is registered in now."""
+    info = live.get(broker_id)
+    return info is not None and state.in_sync(broker_id, info.epoch)
+
+
+def elected(state: PartitionState, leader: int, isr: Sequence[int], live: Live) -> PartitionState:
+    """``state`` led by ``leader`` at the next leader epoch with ISR ``isr`` (their live broker epochs)."""
+    moved = state.with_isr(isr, {r: live[r].epoch for r in isr if r in live})
+    return dataclasses.replace(moved, leader=leader, leader_epoch=state.leader_epoch + 1)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -54,14 +81,24 @@ class ElectionError:
     message: str
 
 
-def preferred_election(
-    state: PartitionState, replicas: Sequence[int], live: Collection[int]
-) -> PartitionState | ElectionError:
+def initial_state(replicas: Sequence[int], live: Live) -> PartitionState:
+    """A new partition's first state: led by its first live replica, the live replicas in sync.
+
+    Replicas that are not live stay out of the ISR and join once they have caught up, as any
+    follower does; with none live the partition waits for the controller to elect a leader.
+    """
+    isr = [r for r in replicas if r in live]
+    return PartitionState(
+        leader=isr[0] if isr else -1, leader_epoch=0, isr=tuple(isr), broker_epochs={r: live[r].epoch for r in isr}
+    )
+
+
+def preferred_election(state: PartitionState, replicas: Sequence[int], live: Live) -> PartitionState | ElectionError:
     """The state with the preferred replica leading, or why that cannot or need not happen."""
     preferred = replicas[0]
-    if state.leader == preferred:
+    if state.leader == preferred and in_sync(state, preferred, live):
         return ElectionError(ErrorCode.election_not_needed, "Leader is already the preferred replica.")
-    if preferred not in live or preferred not in state.isr:
+    if not in_sync(state, preferred, live):
         return ElectionError(
             ErrorCode.preferred_leader_not_available,
             f"Failed to elect leader: preferred replica {preferred} is not alive or not in the ISR {list(state.isr)}.",
@@ -69,20 +106,18 @@ def preferred_election(
     return dataclasses.replace(state, leader=preferred, leader_epoch=state.leader_epoch + 1)
 
 
-def unclean_election(
-    state: PartitionState, replicas: Sequence[int], live: Collection[int]
-) -> PartitionState | ElectionError:
-    """A leader for a partition that has none alive: in-sync if possible, else any live replica."""
-    if state.leader in live:
+def unclean_election(state: PartitionState, replicas: Sequence[int], live: Live) -> PartitionState | ElectionError:
+    """A leader for a partition that has no in-sync leader: in-sync if possible, else any live replica."""
+    if in_sync(state, state.leader, live):
         return ElectionError(ErrorCode.election_not_needed, "Partition has a live leader already.")
-    in_sync = [r for r in replicas if r in live and r in state.isr]
-    if in_sync:
-        isr = tuple(r for r in state.isr if r in live)
-        return PartitionState(in_sync[0], state.leader_epoch + 1, isr, state.controller_epoch)
+    current = state.current_isr(broker_epochs(live))
+    candidates = [r for r in replicas if r in current]
+    if candidates:
+        return elected(state, candidates[0], current, live)
     alive = [r for r in replicas if r in live]
     if not alive:
         return ElectionError(ErrorCode.eligible_leaders_not_available, "No live replica can lead the partition.")
-    return PartitionState(alive[0], state.leader_epoch + 1, (alive[0],), state.controller_epoch)
+    return elected(state, alive[0], (alive[0],), live)
 
 
 def reassign(topic: Topic, partition: int, target: Sequence[int]) -> Topic:
@@ -100,7 +135,7 @@ def reassign(topic: Topic, partition: int, target: Sequence[int]) -> Topic:
 
 
 def cancel_reassignment(
-    topic: Topic, partition: int, state: PartitionState, live: Collection[int]
+    topic: Topic, partition: int, state: PartitionState, live: Live
 ) -> tuple[Topic, PartitionState] | ElectionError:
     """The topic and state with ``partition`` back on its original replicas, or why not."""
     if partition not in topic.reassigning:
@@ -117,29 +152,29 @@ def cancel_reassignment(
     return reverted, settled
 
 
-def settle_on(state: PartitionState, replicas: Sequence[int], live: Collection[int]) -> PartitionState:
+def settle_on(state: PartitionState, replicas: Sequence[int], live: Live) -> PartitionState:
     """The state once the partition's replica set is ``replicas``: at a new epoch, led from within it.
 
-    Replicas outside the set leave the ISR; a leader outside it, or dead, hands over to the
-    first live in-sync replica of the set (none: the partition has no leader).
+    Replicas outside the set leave the ISR; a leader outside it, or not in sync, hands over to the
+    first in-sync replica of the set (none: the partition has no leader).
     """
     isr = tuple(r for r in state.isr if r in replicas)
-    if state.leader in replicas and state.leader in live:
+    if state.leader in replicas and in_sync(state, state.leader, live):
         leader = state.leader
     else:
-        candidates = [r for r in replicas if r in isr and r in live]
+        candidates = [r for r in replicas if r in isr and in_sync(state, r, live)]
         leader = candidates[0] if candidates else -1
-    return PartitionState(leader, state.leader_epoch + 1, isr, state.controller_epoch)
+    return dataclasses.replace(state.with_isr(isr, {}), leader=leader, leader_epoch=state.leader_epoch + 1)
 
 
 def completed_reassignment(
-    topic: Topic, partition: int, state: PartitionState, live: Collection[int]
+    topic: Topic, partition: int, state: PartitionState, live: Live
 ) -> tuple[Topic, PartitionState] | None:
     """The topic and state once ``partition``'s reassignment completes, or None while it cannot yet."""
     if partition not in topic.reassigning:
         return None
     target = topic.target_replicas(partition)
-    if not all(r in state.isr for r in target):
+    if not all(in_sync(state, r, live) for r in target):
         return None
     settled = settle_on(state, target, live)
     if settled.leader < 0:
@@ -152,7 +187,7 @@ def completed_reassignment(
 def imbalanced_partitions(
     topics: Mapping[str, Topic],
     states: Mapping[TopicPartition, PartitionState],
-    live: Collection[int],
+    live: Live,
     threshold_percent: int,
 ) -> list[TopicPartition]:
     """Partitions to move back to their preferred leader (Kafka's checkAndTriggerAutoLeaderRebalance).
@@ -173,5 +208,5 @@ def imbalanced_partitions(
         elsewhere = [tp for tp in partitions if states[tp].leader != broker]
         if len(elsewhere) * 100 <= threshold_percent * len(partitions):
             continue
-        chosen.extend(tp for tp in elsewhere if broker in states[tp].isr)
+        chosen.extend(tp for tp in elsewhere if in_sync(states[tp], broker, live))
     return chosen

@@ -2,7 +2,8 @@
 
 Keys (ARCHITECTURE.md, cluster model): ``topics/<name>`` holds the topic id, the replica
 assignment and the config overrides; ``partitions/<name>/<p>`` holds the partition state
-(leader, leader epoch, ISR, controller epoch) that the controller and leaders change.
+(leader, leader epoch, ISR with each member's broker epoch, controller epoch, topic id) that
+the controller and leaders change.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 __all__ = ["PartitionState", "Reassignment", "Topic", "is_valid_topic_name", "topic_name_problem"]
 
@@ -108,31 +110,58 @@ class Topic:
 
 @dataclass(frozen=True, slots=True)
 class PartitionState:
-    """Leader, leader epoch and ISR of one partition (Kafka's LeaderAndIsr)."""
+    """Leader, leader epoch and ISR of one partition (Kafka's LeaderAndIsr), and whose it is.
+
+    ``broker_epochs`` holds, for each ISR member, the broker epoch (the incarnation: a number a
+    broker gets anew each time it registers, KIP-380) in which it was in sync. A member counts as
+    in sync only while it is registered in that same epoch: a broker that restarted may have lost
+    writes it never flushed, so its old place in the ISR is not its new incarnation's (KIP-903).
+    ``topic_id`` names the topic the state belongs to, so a state left behind by a deleted topic
+    of the same name is never taken for the state of its successor.
+    """
 
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int = 0
+    broker_epochs: Mapping[int, int] = field(default_factory=dict)
+    topic_id: uuid.UUID | None = None
+
+    def in_sync(self, broker_id: int, broker_epoch: int | None) -> bool:
+        """Whether ``broker_id``, registered now in ``broker_epoch``, is in the ISR in that incarnation."""
+        return broker_id in self.isr and broker_epoch is not None and self.broker_epochs.get(broker_id) == broker_epoch
+
+    def current_isr(self, live: Mapping[int, int]) -> tuple[int, ...]:
+        """The ISR members that are live (``live``: broker id -> broker epoch) in the epoch they joined in."""
+        return tuple(r for r in self.isr if self.in_sync(r, live.get(r)))
+
+    def with_isr(self, isr: Sequence[int], epochs: Mapping[int, int]) -> PartitionState:
+        """This state with ISR ``isr``, each member's broker epoch taken from ``epochs``, else as recorded."""
+        merged = {**self.broker_epochs, **epochs}
+        return replace(self, isr=tuple(isr), broker_epochs={r: merged[r] for r in isr if r in merged})
 
     def to_json(self) -> bytes:
-        return json.dumps(
-            {
-                "version": 1,
-                "leader": self.leader,
-                "leader_epoch": self.leader_epoch,
-                "isr": list(self.isr),
-                "controller_epoch": self.controller_epoch,
-            },
-            sort_keys=True,
-        ).encode()
+        document: dict[str, object] = {
+            "version": 2,
+            "leader": self.leader,
+            "leader_epoch": self.leader_epoch,
+            "isr": list(self.isr),
+            "controller_epoch": self.controller_epoch,
+            "broker_epochs": {str(r): e for r, e in sorted(self.broker_epochs.items())},
+        }
+        if self.topic_id is not None:
+            document["topic_id"] = str(self.topic_id)
+        return json.dumps(document, sort_keys=True).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> PartitionState:
         document = json.loads(data)
+        topic_id = document.get("topic_id")
         return cls(
             leader=int(document["leader"]),
             leader_epoch=int(document["leader_epoch"]),
             isr=tuple(document["isr"]),
             controller_epoch=int(document.get("controller_epoch", 0)),
+            broker_epochs={int(r): int(e) for r, e in document.get("broker_epochs", {}).items()},
+            topic_id=uuid.UUID(topic_id) if topic_id is not None else None,
         )

@@ -5,23 +5,32 @@ Rules this module keeps:
 - Storage is the source of truth; the in-memory maps mirror what this process wrote or read.
   ``refresh(keys)`` re-reads keys another broker changed (the metadata watcher calls it on
   watch hints, and ``load()`` on a Resync); nothing is ever applied from an event's content.
-- The ``topics/<name>`` document is the commit point: it is written after the partition
-  states on creation and deleted before them on deletion, so a crash in between leaves
-  orphan partition keys at worst, which the next creation overwrites.
+- The ``topics/<name>`` document is the commit point of creating, growing and deleting a topic:
+  it is written (put-if-absent, or compare-and-set to grow) *before* the partition states of
+  new partitions, so of two brokers creating the same topic at once the loser writes nothing,
+  and deleted before them on deletion. A partition state names its topic id and is only ever
+  taken for the state of the topic with that id: states left behind by a deleted topic (or a
+  crash mid-deletion) are orphans, overwritten when a topic of that name is created again.
+  New partition states are written only over no state or an orphan (compare-and-set), so a
+  state someone else already wrote is never overwritten; a crash before they are written
+  leaves partitions without a state, which the controller writes (``missing_states``).
 - Changes to an existing topic are compare-and-set on its document's version; changes to a
   partition state are compare-and-set on its key's version (``update_state``), fenced by the
   controller's epoch when the controller makes them (``update_state_fenced``).
+- The cache never goes back: a write's result is kept only if no newer version of the key was
+  read meanwhile (a watch can deliver a later write before this one's answer arrives).
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
-from barnabas.coordination import Check, Fence, KeyExistsError, Put, Storage, VersionConflictError
+from barnabas.coordination import Check, Delete, Fence, KeyExistsError, Put, Storage, VersionConflictError, Versioned
 
 from .model import PartitionState, Topic
 
@@ -35,6 +44,10 @@ log = logging.getLogger(__name__)
 
 #: Loads that overlap a change of the cache are read again, up to this many times in all.
 LOAD_ATTEMPTS = 5
+#: Partition states written per commit (etcd allows 128 operations in one transaction).
+STATES_PER_COMMIT = 50
+#: Times new partition states are written again after losing a compare-and-set to another writer.
+WRITE_ATTEMPTS = 5
 
 
 class TopicExistsError(Exception):
@@ -112,10 +125,17 @@ class TopicStore:
         self._state_versions = {}
         for key, versioned in states.items():
             tp = _parse_partition_key(key)
-            if tp is not None and tp[0] in self.topics:
-                self.states[tp] = PartitionState.from_json(versioned.value)
+            state = self._state_of(tp, versioned) if tp is not None else None
+            if tp is not None and state is not None:
+                self.states[tp] = state
                 self._state_versions[tp] = versioned.version
         self.generation += 1
+
+    def _state_of(self, tp: tuple[str, int], versioned: Versioned) -> PartitionState | None:
+        """The stored state if it belongs to the cached topic of that name (else an orphan: None)."""
+        topic = self.topics.get(tp[0])
+        state = PartitionState.from_json(versioned.value)
+        return state if topic is not None and _of(topic, tp, state) else None
 
     async def refresh(self, keys: Iterable[str]) -> None:
         """Re-read these ``topics/`` and ``partitions/`` keys (changed elsewhere) into the cache.
@@ -139,16 +159,24 @@ class TopicStore:
                 else:
                     topic = self.topics[name] = Topic.from_json(name, versioned.value)
                     self._versions[name] = versioned.version
+                    for gone in [tp for tp, st in self.states.items() if tp[0] == name and not _of(topic, tp, st)]:
+                        del self.states[gone]  # a topic of that name was deleted and created again
+                        self._state_versions.pop(gone, None)
                     missing += [_partition_key(name, p) for p in topic.assignment if (name, p) not in self.states]
             elif (tp := _parse_partition_key(key)) is not None:
-                if versioned is None:
+                state = self._state_of(tp, versioned) if versioned is not None else None
+                if versioned is None or state is None:
                     self.states.pop(tp, None)
                     self._state_versions.pop(tp, None)
                 else:
-                    self.states[tp] = PartitionState.from_json(versioned.value)
+                    self.states[tp] = state
                     self._state_versions[tp] = versioned.version
         if missing:
             await self.refresh([k for k in missing if k not in ordered])
+
+    async def refresh_topic(self, name: str) -> None:
+        """Re-read one topic's document (and the states the cache lacks), for a change to redo on it."""
+        await self.refresh([_topic_key(name)])
 
     async def refresh_state(self, topic: str, partition: int) -> None:
         """Re-read one partition's state, for a decision that must not rest on a stale cache."""
@@ -188,10 +216,18 @@ class TopicStore:
         except VersionConflictError:
             await self.refresh([key])  # learn what beat this write
             raise
-        self.states[(topic, partition)] = state
-        self._state_versions[(topic, partition)] = version
-        self.generation += 1
+        self._remember_state((topic, partition), state, version)
         return version
+
+    def _remember_state(self, tp: tuple[str, int], state: PartitionState, version: int) -> None:
+        """Cache a state this process wrote, unless a newer version of it was read meanwhile."""
+        cached = self.states.get(tp)
+        newer = self._state_versions.get(tp, 0) > version
+        if cached is not None and cached.topic_id == state.topic_id and newer:
+            return
+        self.states[tp] = state
+        self._state_versions[tp] = version
+        self.generation += 1
 
     async def move_fenced(
         self, fence: Fence, topic: Topic, states: dict[int, PartitionState], expected_versions: dict[int, int]
@@ -216,72 +252,162 @@ class TopicStore:
         except VersionConflictError:
             await self.refresh([topic_key, *state_keys.values()])
             raise
-        self.generation += 1
-        self.topics[topic.name] = topic
-        self._versions[topic.name] = versions[topic_key]
+        self._remember_topic(topic, versions[topic_key])
         for partition, state in states.items():
-            self.states[(topic.name, partition)] = state
-            self._state_versions[(topic.name, partition)] = versions[state_keys[partition]]
+            self._remember_state((topic.name, partition), state, versions[state_keys[partition]])
+
+    def _remember_topic(self, topic: Topic, version: int) -> None:
+        """Cache a topic document this process wrote, unless a newer version of it was read meanwhile."""
+        cached = self.topics.get(topic.name)
+        if cached is not None and cached.topic_id == topic.topic_id and self._versions.get(topic.name, 0) > version:
+            return
+        self.topics[topic.name] = topic
+        self._versions[topic.name] = version
+        self.generation += 1
 
     async def create(self, topic: Topic, states: dict[int, PartitionState]) -> None:
-        """Store a new topic and its partition states.
+        """Store a new topic, then its partition states.
+
+        The topic document is created first, with put-if-absent: a concurrent creator of the same
+        name loses there and writes nothing at all.
 
         Raises:
             TopicExistsError: the name is taken.
         """
-        if await self._storage.get(_topic_key(topic.name)) is not None:
-            raise TopicExistsError(topic.name)
-        versions = {p: await self._put(_partition_key(topic.name, p), state.to_json()) for p, state in states.items()}
         try:
             version = await self._storage.put_if_absent(_topic_key(topic.name), topic.to_json())
         except KeyExistsError:
             raise TopicExistsError(topic.name) from None
-        self.generation += 1
-        self.topics[topic.name] = topic
-        self._versions[topic.name] = version
-        for partition, state in states.items():
-            self.states[(topic.name, partition)] = state
-            self._state_versions[(topic.name, partition)] = versions[partition]
+        self._remember_topic(topic, version)
+        await self.write_new_states(topic, states)
+
+    async def update(self, topic: Topic, new_states: dict[int, PartitionState] | None = None) -> None:
+        """Replace a topic's document (config or added partitions) with compare-and-set, then write
+        the states of the partitions it adds.
+
+        Raises:
+            VersionConflictError: someone else changed the topic since it was loaded (nothing written).
+        """
+        version = await self._storage.compare_and_set(
+            _topic_key(topic.name), topic.to_json(), self._versions[topic.name]
+        )
+        self._remember_topic(topic, version)
+        if new_states:
+            await self.write_new_states(topic, new_states)
+
+    async def write_new_states(
+        self, topic: Topic, states: Mapping[int, PartitionState], fence: Fence | None = None
+    ) -> dict[int, PartitionState]:
+        """Write the first state of partitions that have none, stamped with the topic's id.
+
+        A partition whose key holds an orphan (another topic id) is written over; one that already
+        has a state of this topic is left as it is (someone else wrote it first). With ``fence`` the
+        writes only apply while that controller epoch is current.
+
+        Returns:
+            The states written.
+
+        Raises:
+            FencedError: ``fence`` is no longer the current controller.
+        """
+        wanted = {p: dataclasses.replace(s, topic_id=topic.topic_id) for p, s in states.items()}
+        written: dict[int, PartitionState] = {}
+        for _ in range(WRITE_ATTEMPTS):
+            stored = await self._storage.list(f"{PARTITIONS_PREFIX}{topic.name}/")
+            self._absorb(topic, wanted, stored)
+            pending = self._unwritten(topic, wanted, stored)
+            if not pending:
+                break
+            try:
+                for chunk in _chunks(sorted(pending), STATES_PER_COMMIT):
+                    await self._commit_states(topic, {p: pending[p] for p in chunk}, fence)
+                    written.update((p, pending[p][0]) for p in chunk)
+            except VersionConflictError:
+                continue  # another writer got to some of them first: read again, write the rest
+            break
+        return written
+
+    def _absorb(self, topic: Topic, wanted: Mapping[int, PartitionState], stored: Mapping[str, Versioned]) -> None:
+        """Cache the states of ``topic`` that others wrote (found in ``stored``) for partitions in ``wanted``."""
+        cached = self.topics.get(topic.name)
+        if cached is None or cached.topic_id != topic.topic_id:
+            return
+        for partition in wanted:
+            found = stored.get(_partition_key(topic.name, partition))
+            state = PartitionState.from_json(found.value) if found is not None else None
+            if found is not None and state is not None and state.topic_id == topic.topic_id:
+                self._remember_state((topic.name, partition), state, found.version)
+
+    def _unwritten(
+        self, topic: Topic, wanted: Mapping[int, PartitionState], stored: Mapping[str, Versioned]
+    ) -> dict[int, tuple[PartitionState, int]]:
+        """Of ``wanted``, the partitions with no state of this topic yet, and the version to overwrite."""
+        pending = {}
+        for partition, state in wanted.items():
+            found = stored.get(_partition_key(topic.name, partition))
+            if found is None:
+                pending[partition] = (state, 0)
+            elif PartitionState.from_json(found.value).topic_id != topic.topic_id:
+                pending[partition] = (state, found.version)
+        return pending
+
+    async def _commit_states(
+        self, topic: Topic, states: Mapping[int, tuple[PartitionState, int]], fence: Fence | None
+    ) -> None:
+        keys = {p: _partition_key(topic.name, p) for p in states}
+        checks = [Check(keys[p], version) for p, (_, version) in states.items()]
+        ops = [Put(keys[p], state.to_json()) for p, (state, _) in states.items()]
+        if fence is None:
+            versions = await self._storage.commit(checks, ops)
+        else:
+            versions = await self._storage.fenced_write(fence, checks, ops)
+        for partition, (state, _) in states.items():
+            if topic.name in self.topics and self.topics[topic.name].topic_id == topic.topic_id:
+                self._remember_state((topic.name, partition), state, versions[keys[partition]])
+
+    def missing_states(self) -> list[tuple[Topic, int]]:
+        """Partitions of cached topics that have no state of their topic (a creator that crashed)."""
+        return [
+            (topic, partition)
+            for topic in self.topics.values()
+            for partition in topic.assignment
+            if (topic.name, partition) not in self.states
+        ]
 
     async def delete(self, name: str) -> Topic | None:
-        """Remove a topic and its partition states; return what was removed."""
+        """Remove the topic of that name as cached, and its partition states; return what was removed.
+
+        The document goes first, only if it is still that topic's (same id); then only states of
+        that topic id go, each at the version read, so a topic of the same name created meanwhile
+        keeps its document and its states.
+        """
         topic = self.topics.pop(name, None)
         self._versions.pop(name, None)
         self.generation += 1
-        await self._storage.delete(_topic_key(name))
-        for key in await self._storage.list(f"{PARTITIONS_PREFIX}{name}/"):
-            await self._storage.delete(key)
+        stored = await self._storage.get(_topic_key(name))
+        document = Topic.from_json(name, stored.value) if stored is not None else None
+        target = topic or document
+        if target is None:
+            return None
+        if stored is not None and document is not None and document.topic_id == target.topic_id:
+            with contextlib.suppress(VersionConflictError):
+                await self._storage.commit([Check(_topic_key(name), stored.version)], [Delete(_topic_key(name))])
+        for key, versioned in (await self._storage.list(f"{PARTITIONS_PREFIX}{name}/")).items():
+            if PartitionState.from_json(versioned.value).topic_id in (None, target.topic_id):
+                with contextlib.suppress(VersionConflictError):
+                    await self._storage.commit([Check(key, versioned.version)], [Delete(key)])
         for tp in [tp for tp in self.states if tp[0] == name]:
             del self.states[tp]
             self._state_versions.pop(tp, None)
         self.generation += 1
         return topic
 
-    async def update(self, topic: Topic, new_states: dict[int, PartitionState] | None = None) -> None:
-        """Replace a topic's document (config or added partitions) with compare-and-set.
 
-        Raises:
-            VersionConflictError: someone else changed the topic since it was loaded.
-        """
-        added = new_states or {}
-        versions = {p: await self._put(_partition_key(topic.name, p), state.to_json()) for p, state in added.items()}
-        version = await self._storage.compare_and_set(
-            _topic_key(topic.name), topic.to_json(), self._versions[topic.name]
-        )
-        self.generation += 1
-        self.topics[topic.name] = topic
-        self._versions[topic.name] = version
-        for partition, state in (new_states or {}).items():
-            self.states[(topic.name, partition)] = state
-            self._state_versions[(topic.name, partition)] = versions[partition]
+def _of(topic: Topic, tp: tuple[str, int], state: PartitionState) -> bool:
+    """Whether ``state``, stored for ``tp``, is a state of ``topic`` (its id, one of its partitions)."""
+    return state.topic_id == topic.topic_id and tp[1] in topic.assignment
 
-    async def _put(self, key: str, value: bytes) -> int:
-        """Create or overwrite ``key`` whatever its version; return the new version."""
-        while True:
-            current = await self._storage.get(key)
-            try:
-                if current is None:
-                    return await self._storage.put_if_absent(key, value)
-                return await self._storage.compare_and_set(key, value, current.version)
-            except VersionConflictError:
-                continue
+
+def _chunks(items: Sequence[int], size: int) -> Iterable[Sequence[int]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

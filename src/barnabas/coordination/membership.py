@@ -75,6 +75,11 @@ class GroupMembership:
             return False
         return True
 
+    async def member(self, member_id: str) -> bytes | None:
+        """One member's data, None if it is not a member now."""
+        current = await self.metastore.get(self._key(member_id))
+        return current.value if current is not None else None
+
     async def members(self) -> dict[str, bytes]:
         """Current members and their data."""
         found = await self.metastore.list(self.prefix)

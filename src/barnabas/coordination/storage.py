@@ -39,6 +39,14 @@ class Storage:
         """Every key under ``prefix`` with its value and version (a consistent snapshot)."""
         return await self.metastore.list(prefix)
 
+    async def commit(self, checks: Sequence[Check], ops: Sequence[Op]) -> dict[str, int]:
+        """Apply ``ops`` atomically if every check holds (``Metastore.commit``); return the new versions.
+
+        Raises:
+            VersionConflictError: a check failed; nothing was applied.
+        """
+        return await self.metastore.commit(checks, ops)
+
     async def put_if_absent(self, key: str, value: bytes, session: Session | None = None) -> int:
         """Create ``key`` (ephemeral to ``session`` if given); return its version, 1.
 

@@ -139,8 +139,10 @@ class LogManager:
             for log_dir in self.log_dirs:
                 log_dir.mkdir(parents=True, exist_ok=True)
                 self._lock(log_dir)
+            fresh = {d for d in self.log_dirs if read_meta_properties(d) is None}
             self.cluster_id = self._check_meta_properties(cluster_id)
-            self.clean_shutdown = {d: self._take_clean_shutdown_marker(d) for d in self.log_dirs}
+            #: Per dir: closed cleanly last time, or new (either way nothing unflushed was lost).
+            self.clean_shutdown = {d: self._take_clean_shutdown_marker(d) or d in fresh for d in self.log_dirs}
         except BaseException:
             self._release_locks()
             raise

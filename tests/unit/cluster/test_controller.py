@@ -1,40 +1,105 @@
-"""The controller against embedded (SQLite) coordination, its caches fed only by what it reads itself."""
+"""The controller: its rules as pure functions, and against embedded (SQLite) coordination, its caches
+fed only by what it reads itself."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from barnabas.cluster import Controller
+from barnabas.cluster import Controller, next_partition_state
 from barnabas.cluster.brokers import BrokerInfo, BrokerRegistry
 from barnabas.cluster.model import PartitionState, Topic
 from barnabas.cluster.topic_store import TopicStore
-from barnabas.coordination import Storage, open_storage
+from barnabas.coordination import Session, Storage, open_storage
+
+EPOCH = 3
+
+
+def live(*broker_ids: int, epoch: int = EPOCH) -> dict[int, BrokerInfo]:
+    return {b: BrokerInfo(b, "127.0.0.1", 9092 + b, epoch=epoch) for b in broker_ids}
+
+
+def restarted(broker_id: int, *, clean: bool = False) -> dict[int, BrokerInfo]:
+    """``broker_id`` registered again: a new incarnation, in the next broker epoch."""
+    return {broker_id: BrokerInfo(broker_id, "127.0.0.1", 9092 + broker_id, epoch=EPOCH + 1, clean=clean)}
+
+
+def ps(leader: int, leader_epoch: int, isr: tuple[int, ...], epochs: dict[int, int] | None = None) -> PartitionState:
+    return PartitionState(leader, leader_epoch, isr, 0, epochs if epochs is not None else {r: EPOCH for r in isr})
+
+
+def test_a_leader_back_as_a_new_incarnation_is_replaced_by_an_in_sync_replica_at_a_new_epoch() -> None:
+    """However fast it came back, it may have lost what it never flushed (KIP-380)."""
+    state = ps(1, 4, (1, 2, 3))
+    assert next_partition_state(state, (1, 2, 3), {**live(2, 3), **restarted(1)}, unclean=False) == ps(2, 5, (2, 3))
+
+
+def test_a_follower_back_as_a_new_incarnation_leaves_the_isr_and_the_leader_stays() -> None:
+    state = ps(1, 4, (1, 2, 3))
+    assert next_partition_state(state, (1, 2, 3), {**live(1, 3), **restarted(2)}, unclean=False) == ps(1, 4, (1, 3))
+    assert next_partition_state(state, (1, 2, 3), live(1, 2, 3), unclean=False) is None
+
+
+def test_the_last_isr_member_back_as_a_new_incarnation_leads_again_in_its_new_epoch() -> None:
+    """As Kafka keeps the last ISR member and elects it when it returns; a cleanly stopped one first."""
+    alone = ps(1, 4, (1,))
+    assert next_partition_state(alone, (1, 2), {**live(2), **restarted(1)}, unclean=False) == ps(
+        1, 5, (1,), {1: EPOCH + 1}
+    )
+    both_back = {**restarted(1), **restarted(2, clean=True)}
+    assert next_partition_state(ps(-1, 4, (1, 2)), (1, 2), both_back, unclean=False) == ps(2, 5, (2,), {2: EPOCH + 1})
+
+
+def test_no_live_isr_member_leaves_the_partition_without_a_leader_unless_unclean() -> None:
+    state = ps(1, 4, (1,))
+    assert next_partition_state(state, (1, 2), live(2), unclean=False) == ps(-1, 5, (1,))
+    assert next_partition_state(ps(-1, 5, (1,)), (1, 2), live(2), unclean=False) is None
+    assert next_partition_state(state, (1, 2), live(2), unclean=True) == ps(2, 5, (2,))
+
+
+def test_an_isr_member_without_a_recorded_broker_epoch_is_not_in_sync() -> None:
+    state = ps(1, 4, (1, 2), {1: EPOCH})
+    assert next_partition_state(state, (1, 2), live(1, 2), unclean=False) == ps(1, 4, (1,))
 
 
 @asynccontextmanager
-async def _acting_controller(database: Path, topic: Topic, state: PartitionState) -> AsyncIterator[Controller]:
-    """Brokers 0 and 1 live, ``topic`` stored with ``state``, and broker 0 acting as controller."""
+async def _acting_controller(
+    database: Path, topic: Topic, state: PartitionState
+) -> AsyncIterator[tuple[Controller, Session, BrokerRegistry]]:
+    """Brokers 0 and 1 live (one session), ``topic`` stored with ``state``, and broker 0 acting as controller."""
     storage: Storage = await open_storage(f"sqlite://{database}")
     session = await storage.metastore.open_session(10)
     brokers = BrokerRegistry(storage.metastore)
+    epochs = {}
     for broker_id in (0, 1):
-        await brokers.register(session, BrokerInfo(broker_id, "127.0.0.1", 9092 + broker_id, None))
+        registered = await brokers.register(session, BrokerInfo(broker_id, "127.0.0.1", 9092 + broker_id, None))
+        epochs[broker_id] = registered.epoch
     topics = TopicStore(storage)
-    await topics.create(topic, {0: state})
+    await topics.create(topic, {0: dataclasses.replace(state, broker_epochs={r: epochs[r] for r in state.isr})})
     controller = Controller(storage.metastore, topics, brokers, 0, unclean=lambda _: False)
     running = asyncio.create_task(controller.run(session))
     try:
         async with asyncio.timeout(10):
             while controller.fence is None:
                 await asyncio.sleep(0.01)
-        yield controller
+        yield controller, session, brokers
     finally:
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
+        await storage.close()
+
+
+async def _stored_state(database: Path, topic: str, partition: int) -> PartitionState | None:
+    storage = await open_storage(f"sqlite://{database}")
+    try:
+        view = TopicStore(storage)
+        await view.load()
+        return view.states.get((topic, partition))
+    finally:
         await storage.close()
 
 
@@ -44,14 +109,15 @@ def test_a_preferred_election_sees_an_isr_change_its_cache_missed(tmp_path: Path
     async def scenario() -> tuple[object, PartitionState | None]:
         database = tmp_path / "c.db"
         topic = Topic("t", uuid.uuid4(), {0: (0, 1)})
-        async with _acting_controller(database, topic, PartitionState(1, 1, (1,))) as controller:
+        async with _acting_controller(database, topic, PartitionState(1, 1, (1,))) as (controller, _, _):
             storage = await open_storage(f"sqlite://{database}")
             try:
                 leader_view = TopicStore(storage)
                 await leader_view.load()
                 version = leader_view.state_version("t", 0)
+                stored = leader_view.states[("t", 0)]
                 assert version is not None
-                await leader_view.update_state("t", 0, PartitionState(1, 1, (1, 0)), version)
+                await leader_view.update_state("t", 0, stored.with_isr((1, 0), {0: 1}), version)
                 result = await controller.elect_leaders([("t", 0)], preferred=True)
                 await leader_view.load()
                 return result[("t", 0)], leader_view.states.get(("t", 0))
@@ -66,8 +132,27 @@ def test_a_preferred_election_sees_an_isr_change_its_cache_missed(tmp_path: Path
 def test_a_preferred_election_is_refused_while_the_store_lacks_the_replica_in_the_isr(tmp_path: Path) -> None:
     async def scenario() -> object:
         topic = Topic("t", uuid.uuid4(), {0: (0, 1)})
-        async with _acting_controller(tmp_path / "c.db", topic, PartitionState(1, 1, (1,))) as controller:
+        async with _acting_controller(tmp_path / "c.db", topic, PartitionState(1, 1, (1,))) as (controller, _, _):
             return (await controller.elect_leaders([("t", 0)], preferred=True))[("t", 0)]
 
     error = asyncio.run(scenario())
     assert error is not None and "not alive or not in the ISR [1]" in getattr(error, "message", "")
+
+
+def test_a_broker_registered_again_unseen_loses_its_leadership_at_the_next_pass(tmp_path: Path) -> None:
+    """Broker 1 leads and registers again in place: no watch could show it gone, but its epoch moved."""
+
+    async def scenario() -> tuple[int, PartitionState | None]:
+        topic = Topic("t", uuid.uuid4(), {0: (1, 0)})
+        database = tmp_path / "c.db"
+        async with _acting_controller(database, topic, PartitionState(1, 1, (1, 0))) as (controller, session, brokers):
+            again = await brokers.register(session, BrokerInfo(1, "127.0.0.1", 9093, None))
+            controller.poke()
+            async with asyncio.timeout(10):
+                while (state := await _stored_state(database, "t", 0)) is not None and state.leader == 1:
+                    await asyncio.sleep(0.05)
+            return again.epoch, state
+
+    epoch, state = asyncio.run(scenario())
+    assert epoch == 2, "the second registration of broker 1"
+    assert state is not None and (state.leader, state.leader_epoch, state.isr) == (0, 2, (0,))

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from barnabas.cluster.model import PartitionState, Topic
-from barnabas.cluster.topic_store import PARTITIONS_PREFIX, TopicStore
+from barnabas.cluster.topic_store import (
+    PARTITIONS_PREFIX,
+    STATES_PER_COMMIT,
+    TOPICS_PREFIX,
+    TopicExistsError,
+    TopicStore,
+)
 from barnabas.coordination import Storage, Versioned, open_storage
 
 
@@ -69,3 +76,130 @@ def test_a_load_overlapping_a_local_create_keeps_the_new_topic(tmp_path: Path) -
     topics, states = asyncio.run(scenario())
     assert topics == {"existing", "created"}
     assert states == {("existing", 0), ("existing", 1), ("created", 0), ("created", 1)}
+
+
+def _proposal(name: str, broker: int, partitions: int) -> tuple[Topic, dict[int, PartitionState]]:
+    """What broker ``broker`` would store for a new topic: itself leading every partition."""
+    topic = Topic(name, uuid.uuid4(), {p: (broker, (broker + 1) % 3) for p in range(partitions)})
+    return topic, {p: PartitionState(broker, 0, (broker,), 0, {broker: 1}) for p in range(partitions)}
+
+
+def test_brokers_creating_one_topic_at_once_store_exactly_the_winners_topic_and_states(tmp_path: Path) -> None:
+    """The loser of a creation race writes nothing: no state of its own lands beside the winner's topic."""
+
+    async def scenario() -> list[str]:
+        stores = [await open_storage(f"sqlite://{tmp_path / 'c.db'}") for _ in range(3)]
+        problems: list[str] = []
+        try:
+            for round_ in range(20):
+                name = f"race-{round_}"
+                proposals = {b: _proposal(name, b, 6) for b in range(3)}
+                results = await asyncio.gather(
+                    *(TopicStore(stores[b]).create(*proposals[b]) for b in range(3)), return_exceptions=True
+                )
+                winners = [b for b, result in enumerate(results) if result is None]
+                if len(winners) != 1 or not all(isinstance(r, TopicExistsError) for r in results if r is not None):
+                    problems.append(f"{name}: outcomes {results}")
+                    continue
+                view = TopicStore(stores[0])
+                await view.load()
+                expected_topic, expected_states = proposals[winners[0]]
+                if view.topics[name] != expected_topic:
+                    problems.append(f"{name}: stored topic is not the winner's")
+                for partition, state in expected_states.items():
+                    stored = view.states.get((name, partition))
+                    wanted = dataclasses.replace(state, topic_id=expected_topic.topic_id)
+                    if stored != wanted:
+                        problems.append(f"{name}-{partition}: stored {stored}, the winner wrote {wanted}")
+        finally:
+            for storage in stores:
+                await storage.close()
+        return problems
+
+    assert asyncio.run(scenario()) == []
+
+
+def test_states_left_by_a_deleted_topic_are_ignored_and_written_over_by_its_successor(tmp_path: Path) -> None:
+    async def scenario() -> tuple[set[tuple[str, int]], dict[int, int], int]:
+        storage = await open_storage(f"sqlite://{tmp_path / 'c.db'}")
+        try:
+            old, old_states = _topic("orders", 4)
+            await TopicStore(storage).create(old, old_states)
+            await storage.delete(f"{TOPICS_PREFIX}orders")  # a deletion that stopped after the document
+            new, new_states = _topic("orders", 2)
+            store = TopicStore(storage)
+            await store.load()
+            before = set(store.states)
+            await store.create(new, {p: dataclasses.replace(s, leader_epoch=5) for p, s in new_states.items()})
+            view = TopicStore(storage)
+            await view.load()
+            epochs = {p: view.states[("orders", p)].leader_epoch for p in new.assignment}
+            leftovers = await storage.list(f"{PARTITIONS_PREFIX}orders/")
+            return before, epochs, len(leftovers)
+        finally:
+            await storage.close()
+
+    before, epochs, stored_keys = asyncio.run(scenario())
+    assert before == set(), "orphan states belong to no cached topic"
+    assert epochs == {0: 5, 1: 5}, "the new topic's states replaced the orphans"
+    assert stored_keys == 4, "orphans beyond the new topic's partitions stay, and are ignored"
+
+
+def test_deleting_a_topic_leaves_the_states_of_its_successor_alone(tmp_path: Path) -> None:
+    async def scenario() -> set[tuple[str, int]]:
+        storage = await open_storage(f"sqlite://{tmp_path / 'c.db'}")
+        try:
+            deleter = TopicStore(storage)
+            await deleter.create(*_topic("orders"))
+            successor = TopicStore(storage)
+            await storage.delete(f"{TOPICS_PREFIX}orders")  # another broker deletes the document first
+            await successor.create(*_topic("orders"))  # and a third creates the topic again at once
+            await deleter.delete("orders")  # the first deleter goes on to remove the states it knew
+            view = TopicStore(storage)
+            await view.load()
+            return set(view.states)
+        finally:
+            await storage.close()
+
+    assert asyncio.run(scenario()) == {("orders", 0), ("orders", 1)}
+
+
+def test_many_partitions_are_written_in_several_commits_and_only_where_missing(tmp_path: Path) -> None:
+    async def scenario() -> tuple[int, int, int]:
+        storage = await open_storage(f"sqlite://{tmp_path / 'c.db'}")
+        try:
+            topic, states = _topic("wide", 3 * STATES_PER_COMMIT + 7)
+            store = TopicStore(storage)
+            await store.create(topic, {p: s for p, s in states.items() if p % 2 == 0})
+            assert sorted(p for t, p in store.missing_states()) == [p for p in states if p % 2]
+            written = await TopicStore(storage).write_new_states(topic, states)
+            view = TopicStore(storage)
+            await view.load()
+            return len(view.states), len(written), len(view.missing_states())
+        finally:
+            await storage.close()
+
+    count = 3 * STATES_PER_COMMIT + 7
+    assert asyncio.run(scenario()) == (count, count // 2, 0)
+
+
+def test_a_topic_created_again_under_a_new_id_replaces_the_cached_states_of_the_old(tmp_path: Path) -> None:
+    async def scenario() -> tuple[set[tuple[str, int]], set[uuid.UUID | None]]:
+        storage = await open_storage(f"sqlite://{tmp_path / 'c.db'}")
+        try:
+            await TopicStore(storage).create(*_topic("orders", 3))
+            watcher_view = TopicStore(storage)
+            await watcher_view.load()
+            elsewhere = TopicStore(storage)
+            await elsewhere.load()
+            await elsewhere.delete("orders")
+            new, states = _topic("orders", 2)
+            await elsewhere.create(new, states)
+            await watcher_view.refresh([f"{TOPICS_PREFIX}orders"])  # the watch names the topic only
+            return set(watcher_view.states), {s.topic_id for s in watcher_view.states.values()} - {new.topic_id}
+        finally:
+            await storage.close()
+
+    partitions, other_ids = asyncio.run(scenario())
+    assert partitions == {("orders", 0), ("orders", 1)}
+    assert other_ids == set(), "no state of the deleted topic stays cached"

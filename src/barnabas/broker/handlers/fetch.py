@@ -14,7 +14,8 @@ into the broker (Kafka's FileRecords and transferTo).
 
 A fetch with a replica id is a follower's: it reads up to the log end offset instead of the
 high watermark, and its fetch offset tells the leader how far that follower has come (which
-may move the high watermark and let the follower back into the ISR).
+may move the high watermark and let the follower back into the ISR), in the broker epoch the
+follower was registered in when the fetch arrived.
 """
 
 from __future__ import annotations
@@ -38,14 +39,25 @@ def _error(
     return FetchPartitionResult(index, code, high_watermark, high_watermark, log_start, ())
 
 
-def _track_follower(state: BrokerState, topic_name: str, index: int, replica_id: int, fetch_offset: int) -> None:
+def _track_follower(
+    state: BrokerState, topic_name: str, index: int, replica: tuple[int, int], fetch_offset: int
+) -> None:
     leader = state.replicas.leader(topic_name, index) if state.replicas is not None else None
     if leader is None:
         return
-    if leader.on_follower_fetch(replica_id, fetch_offset, state.now_ms()):
+    replica_id, broker_epoch = replica
+    if leader.on_follower_fetch(replica_id, fetch_offset, state.now_ms(), broker_epoch):
         state.fetch_waiters.notify((topic_name, index))  # consumers may read further now
-    if replica_id not in leader.isr and state.replicas is not None and leader.wants_to_join():
-        state.replicas.poke_isr()
+    replicas = state.replicas
+    joining = replicas is not None and not leader.state.in_sync(replica_id, broker_epoch)
+    if joining and replicas is not None and replica_id in leader.wants_to_join(state.brokers.epochs()):
+        replicas.poke_isr()
+
+
+def _replica(state: BrokerState, replica_id: int) -> tuple[int, int]:
+    """The fetching replica and the broker epoch it is registered in now (-1 if it is not)."""
+    info = state.brokers.live.get(replica_id)
+    return replica_id, info.epoch if info is not None else -1
 
 
 def _read_partition(
@@ -56,7 +68,7 @@ def _read_partition(
     *,
     first: bool,
     read_committed: bool,
-    replica_id: int,
+    replica: tuple[int, int] | None,
 ) -> FetchPartitionResult[FileSlice]:
     index = int(partition.partition)
     found = state.leader_partition(topic_name, index, int(getattr(partition, "current_leader_epoch", -1)))
@@ -64,8 +76,8 @@ def _read_partition(
         return _error(index, found)  # Kafka reports high watermark -1 with any partition error
     partition_log = found.log
     fetch_offset = int(partition.fetch_offset)
-    if replica_id >= 0:
-        _track_follower(state, topic_name, index, replica_id, fetch_offset)
+    if replica is not None:
+        _track_follower(state, topic_name, index, replica, fetch_offset)
     high_watermark = partition_log.high_watermark
     log_start = partition_log.log_start_offset
     max_bytes = min(int(partition.partition_max_bytes), limit)
@@ -73,7 +85,7 @@ def _read_partition(
         result = partition_log.read_slice(
             fetch_offset,
             max_bytes,
-            max_offset=partition_log.log_end_offset if replica_id >= 0 else high_watermark,
+            max_offset=partition_log.log_end_offset if replica is not None else high_watermark,
             min_one_batch=first,
         )
     except log_errors.OffsetOutOfRangeError:
@@ -86,10 +98,9 @@ def _read_partition(
 
 
 def _read_all(
-    state: BrokerState, body: Any, max_bytes: int
+    state: BrokerState, body: Any, max_bytes: int, replica: tuple[int, int] | None
 ) -> tuple[list[tuple[str, list[FetchPartitionResult[FileSlice]]]], int, bool]:
     read_committed = int(getattr(body, "isolation_level", 0)) == 1
-    replica_id = int(getattr(body, "replica_id", -1))
     remaining = max_bytes
     total = 0
     errors = False
@@ -104,7 +115,7 @@ def _read_all(
                 max(remaining, 0),
                 first=total == 0,
                 read_committed=read_committed,
-                replica_id=replica_id,
+                replica=replica,
             )
             size = sum(len(chunk) for chunk in outcome.records)
             total += size
@@ -121,8 +132,12 @@ async def handle(state: BrokerState, request: Request) -> list[bytes | memoryvie
     min_bytes = int(body.min_bytes)
     deadline = time.monotonic() + body.max_wait.total_seconds()
     watched = [(topic.topic, int(p.partition)) for topic in body.topics for p in topic.partitions]
+    replica_id = int(getattr(body, "replica_id", -1))
+    # The follower's incarnation is taken once, as the fetch arrives: a long poll re-reads its
+    # partitions later, when the registration may already be a newer incarnation's.
+    replica = _replica(state, replica_id) if replica_id >= 0 else None
     while True:
-        results, total, errors = _read_all(state, body, max_bytes)
+        results, total, errors = _read_all(state, body, max_bytes, replica)
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0 or not watched:
             break

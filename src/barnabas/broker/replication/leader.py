@@ -12,11 +12,17 @@ Kafka's Partition and Replica classes, for the leader side:
   epoch (so it has truncated against this leader); it leaves after ``replica.lag.time.max.ms``
   without catching up. Those changes are written by the replica manager, which calls
   ``set_state`` once storage has them.
+- Progress belongs to an incarnation (KIP-903): each fetch is tagged with the broker epoch the
+  follower was registered in, as this broker saw it when the fetch arrived, and the ISR entry a
+  follower joins with names that epoch. An ISR member's progress counts toward the high
+  watermark only if it was made in the epoch the member is in sync in, so what a follower
+  fetched before a restart that lost it is never taken for what its new incarnation holds.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from barnabas.cluster import PartitionState
@@ -32,6 +38,8 @@ class FollowerProgress:
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     last_fetch_leader_end: int = -1
+    #: The follower's broker epoch when its latest fetch arrived (-1: not registered then).
+    broker_epoch: int = -1
 
 
 class LeaderReplica:
@@ -81,11 +89,12 @@ class LeaderReplica:
         }  # fmt: skip
         self.set_state(state)
 
-    def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
-        """Record a follower's fetch; return whether the high watermark moved."""
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int, broker_epoch: int) -> bool:
+        """Record a follower's fetch, made in ``broker_epoch``; return whether the high watermark moved."""
         progress = self.followers.get(replica_id)
         if progress is None:
             return False
+        progress.broker_epoch = broker_epoch
         leader_end = self.log.log_end_offset
         if fetch_offset >= leader_end:
             progress.last_caught_up_ms = max(progress.last_caught_up_ms, now_ms)
@@ -102,7 +111,8 @@ class LeaderReplica:
         for replica in self.state.isr:
             if replica != self.broker_id:
                 progress = self.followers.get(replica)
-                ends.append(progress.log_end_offset if progress is not None else -1)
+                counts = progress is not None and self.state.in_sync(replica, progress.broker_epoch)
+                ends.append(progress.log_end_offset if progress is not None and counts else -1)
         candidate = min(ends)
         if candidate <= self.log.high_watermark:
             return False
@@ -110,13 +120,15 @@ class LeaderReplica:
         self._complete_waiters()
         return True
 
-    def wants_to_join(self) -> list[int]:
-        """Followers outside the ISR that have caught up (ISR expansion candidates)."""
+    def wants_to_join(self, live: Mapping[int, int]) -> dict[int, int]:
+        """Followers not in sync in the incarnation registered now (``live``: broker id -> broker
+        epoch) that have caught up in it: ISR expansion candidates, with the epoch to join in."""
         hw = self.log.high_watermark
-        return [
-            r for r, p in self.followers.items()
-            if r not in self.state.isr and p.log_end_offset >= max(hw, self.epoch_start_offset)
-        ]  # fmt: skip
+        return {
+            r: p.broker_epoch for r, p in self.followers.items()
+            if p.broker_epoch >= 0 and live.get(r) == p.broker_epoch and not self.state.in_sync(r, p.broker_epoch)
+            and p.log_end_offset >= max(hw, self.epoch_start_offset)
+        }  # fmt: skip
 
     def lagging(self, now_ms: int, max_lag_ms: int) -> list[int]:
         """ISR followers that have not caught up for longer than ``max_lag_ms`` (shrink candidates)."""

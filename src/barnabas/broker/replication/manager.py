@@ -4,8 +4,11 @@ Kafka's ReplicaManager driven by storage instead of LeaderAndIsr requests: ``pok
 every metadata hint) schedules a reconcile that compares the partition states in the TopicStore
 with the roles this broker plays, and
 
-- makes a partition whose state names this broker as leader a LeaderReplica (a new one for each
-  new leader epoch, after recording the epoch's start in the log's leader epoch cache);
+- makes a partition whose state names this broker as leader, in sync in this incarnation's
+  broker epoch, a LeaderReplica (a new one for each new leader epoch, after recording the
+  epoch's start in the log's leader epoch cache). A state that names this broker as leader in
+  an earlier incarnation is not acted on: the broker restarted (or lost its session) since, may
+  have lost what it had not flushed, and waits for the controller to elect anew (KIP-380);
 - hands a partition led elsewhere to the fetcher for that leader, which truncates it against the
   leader and then replicates it;
 - creates logs for new replicas and removes logs of deleted topics (``reconcile_local_logs``).
@@ -20,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -98,11 +100,30 @@ class ReplicaManager:
             return None
         return leader
 
+    def led_by_an_earlier_incarnation(self) -> list[TopicPartition]:
+        """Partitions the stored state names this broker leader of in an earlier broker epoch.
+
+        They wait for the controller to elect again (moving leadership, or granting it anew).
+        """
+        me, epoch = self.state.broker_id, self.state.broker_epoch
+        return [tp for tp, s in self.state.topics.states.items() if s.leader == me and not s.in_sync(me, epoch)]
+
     def leading_with_others_in_sync(self) -> list[TopicPartition]:
         """Partitions this broker leads that another live in-sync replica could take over."""
         live = self.state.brokers.live
         me = self.state.broker_id
         return [tp for tp, leader in self.leaders.items() if any(r != me and r in live for r in leader.isr)]
+
+    async def wait_until_none(
+        self, pending: Callable[[], list[TopicPartition]], timeout_s: float
+    ) -> list[TopicPartition]:
+        """Wait, at most ``timeout_s``, until ``pending()`` finds nothing after a reconcile; return what is left."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                while pending():
+                    self.reconciled.clear()
+                    await self.reconciled.wait()
+        return pending()
 
     # -- reconciling -------------------------------------------------------------------------------
 
@@ -134,7 +155,10 @@ class ReplicaManager:
             partition_log = state.logs.get(name, partition)
             if partition_state is None or partition_log is None:
                 continue
-            if partition_state.leader == me:
+            if partition_state.leader == me and not partition_state.in_sync(me, state.broker_epoch):
+                self._stop_leading(tp)  # a leadership of an earlier incarnation: the controller elects anew
+                self._unfollow(tp)
+            elif partition_state.leader == me:
                 current = self.leaders.get(tp)
                 replicas = topic.assignment[partition]
                 if current is None or current.log is not partition_log:
@@ -242,26 +266,44 @@ class ReplicaManager:
             for tp, leader in list(self.leaders.items()):
                 if leader.resigned:
                     continue
-                joining = leader.wants_to_join()
+                joining = leader.wants_to_join(self.state.brokers.epochs())
                 lagging = leader.lagging(now_ms, lag_ms)
                 if not joining and not lagging:
                     continue
                 isr = tuple(r for r in leader.replicas if (r in leader.isr and r not in lagging) or r in joining)
                 try:
-                    await self._write_isr(tp, leader, isr)
+                    await self._write_isr(tp, leader, isr, joining)
                 except CoordinationError as exc:
                     log.warning("%s-%d: ISR change to %s not written (%s); will retry", *tp, list(isr), exc)
 
-    async def _write_isr(self, tp: TopicPartition, leader: LeaderReplica, isr: tuple[int, ...]) -> None:
+    async def _write_isr(
+        self, tp: TopicPartition, leader: LeaderReplica, isr: tuple[int, ...], joining: dict[int, int]
+    ) -> None:
+        """Write the ISR ``isr``, the members in ``joining`` in sync in the broker epochs given there.
+
+        A joining follower's registration is read afresh first: one that is no longer registered in
+        the epoch its progress was made in (it restarted) does not join.
+        """
         topics = self.state.topics
         stored = topics.states.get(tp)
         version = topics.state_version(*tp)
         if stored is None or version is None or leader.resigned:
             return
-        if stored.leader != self.state.broker_id or stored.leader_epoch != leader.leader_epoch:
+        me = self.state.broker_id
+        moved = stored.leader != me or stored.leader_epoch != leader.leader_epoch
+        if moved or not stored.in_sync(me, self.state.broker_epoch):
             self.poke()  # the controller moved the partition; reconcile will resign it
             return
-        wanted = dataclasses.replace(stored, isr=isr)
+        joining = dict(joining)
+        for replica, epoch in list(joining.items()):
+            registered = await self.state.brokers.read(replica)
+            if registered is None or registered.epoch != epoch:
+                del joining[replica]
+                if not (registered is not None and stored.in_sync(replica, registered.epoch)):
+                    isr = tuple(r for r in isr if r != replica)
+        if isr == stored.isr and not joining:
+            return
+        wanted = stored.with_isr(isr, joining)
         try:
             await topics.update_state(*tp, wanted, version)
         except VersionConflictError:  # the controller changed the state meanwhile
