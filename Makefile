@@ -57,7 +57,7 @@ unit: $(TEST_STAMP)
 CYCLES ?= 5
 FAULTS ?=
 fault: test-deps
-	BARNABAS_REPLICATION_CYCLES=$(CYCLES) BARNABAS_REPLICATION_FAULTS="$(FAULTS)" $(BIN)/pytest tests/fault $(PYTEST_ARGS)
+	BARNABAS_TEST_REPLICATION_CYCLES=$(CYCLES) BARNABAS_TEST_REPLICATION_FAULTS="$(FAULTS)" $(BIN)/pytest tests/fault $(PYTEST_ARGS)
 
 # barnabas, Apache Kafka (1 and 3 brokers) and Tansu side by side (bench/README.md); ~10-15 min.
 bench: $(BENCH_STAMP) system-deps

@@ -70,4 +70,4 @@ def cluster_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., Br
     if report is not None and report.failed:
         for cluster in made:
             for broker in cluster.brokers:
-                print(f"--- broker {broker.broker_id}, last lines ---\n" + "\n".join(list(broker.output)[-300:]))
+                print(f"--- broker {broker.broker_id}, last lines ---\n" + "\n".join(broker.output))

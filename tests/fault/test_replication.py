@@ -7,8 +7,8 @@ of every active segment lost, started again at once)} and each victim in {a part
 the controller}, the victim is failed and brought back, and the cluster must heal (every
 partition led, every ISR full) before the next cycle. At the end every acknowledged value must
 have been consumed exactly once, in per-partition produce order. It runs on the embedded
-SQLite, etcd and ZooKeeper backends, twice over in CI; ``BARNABAS_REPLICATION_CYCLES`` sets how
-often (``make fault``: 5) and ``BARNABAS_REPLICATION_FAULTS`` which failures (names, comma-separated).
+SQLite, etcd and ZooKeeper backends, twice over in CI; ``BARNABAS_TEST_REPLICATION_CYCLES`` sets how
+often (``make fault``: 5) and ``BARNABAS_TEST_REPLICATION_FAULTS`` which failures (names, comma-separated).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tests.support.host_crash import cut_active_segment_tails
 from tests.support.workload import Workload
 
 TOPIC = "replicated"
-CYCLES = int(os.environ.get("BARNABAS_REPLICATION_CYCLES", "2"))
+CYCLES = int(os.environ.get("BARNABAS_TEST_REPLICATION_CYCLES", "2"))
 
 
 def clean_shutdown(cluster: BrokerCluster, victim: BrokerProcess) -> None:
@@ -64,35 +64,36 @@ FAILURES: dict[str, Callable[[BrokerCluster, BrokerProcess], None]] = {
     "kill -9 bounce": hard_bounce,
     "host crash bounce": host_crash_bounce,
 }
-#: The failures to run (``BARNABAS_REPLICATION_FAULTS``, comma-separated names; all by default).
-CHOSEN = [f.strip() for f in (os.environ.get("BARNABAS_REPLICATION_FAULTS") or ",".join(FAILURES)).split(",")]
+#: The failures to run (``BARNABAS_TEST_REPLICATION_FAULTS``, comma-separated names; all by default).
+CHOSEN = [f.strip() for f in (os.environ.get("BARNABAS_TEST_REPLICATION_FAULTS") or ",".join(FAILURES)).split(",")]
 pytestmark = pytest.mark.timeout(300 + 60 * CYCLES * len(CHOSEN))
 
 
-def test_no_acknowledged_message_is_lost_through_broker_failures(tmp_path: Path, coordination_url: str) -> None:
-    cluster = BrokerCluster(tmp_path, 3, coordination_url, {"min.insync.replicas": "2"}).start()
+def test_no_acknowledged_message_is_lost_through_broker_failures(
+    tmp_path: Path, coordination_url: str, cluster_factory: Callable[..., BrokerCluster]
+) -> None:
+    cluster = cluster_factory(tmp_path, 3, coordination_url, {"min.insync.replicas": "2"}).start()
+    cluster.create_topic(TOPIC, 3, 3)
+    workload = Workload(cluster.bootstrap, TOPIC, 3).start()
     try:
-        cluster.create_topic(TOPIC, 3, 3)
-        workload = Workload(cluster.bootstrap, TOPIC, 3).start()
-        try:
-            workload.wait_acked(200)
-            done = []
-            for _ in range(CYCLES):
-                for name in CHOSEN:
-                    fail = FAILURES[name]
-                    for role in ("leader", "controller"):
-                        victim_id = cluster.leader_of(TOPIC, 0) if role == "leader" else cluster.controller()
-                        before = workload.acked_count()
-                        fail(cluster, cluster.brokers[victim_id])
-                        cluster.wait_for(lambda md: cluster.fully_replicated(md, TOPIC), f"healed after {name}")
-                        workload.wait_acked(before + 100)  # the producer goes on after each failure
-                        done.append(f"{name} of the {role} (broker {victim_id})")
-            result = workload.finish()
-        finally:
-            workload.finish(timeout_s=1)
-        print(f"{result.acked_count} acked, {len(result.failed)} failed deliveries; {len(done)} failures: {done}")
-        assert workload.fatal is None, workload.fatal
-        assert not result.problems(), result.problems()
-        assert result.acked_count > 200 + 100 * len(done)
+        workload.wait_acked(200)
+        done = []
+        for _ in range(CYCLES):
+            for name in CHOSEN:
+                fail = FAILURES[name]
+                for role in ("leader", "controller"):
+                    victim_id = cluster.leader_of(TOPIC, 0) if role == "leader" else cluster.controller()
+                    before = workload.acked_count()
+                    fail(cluster, cluster.brokers[victim_id])
+                    cluster.wait_for(lambda md: cluster.fully_replicated(md, TOPIC), f"healed after {name}")
+                    workload.wait_acked(before + 100)  # the producer goes on after each failure
+                    done.append(f"{name} of the {role} (broker {victim_id})")
+        result = workload.finish()
     finally:
-        cluster.stop()
+        workload.finish(timeout_s=1)
+    print(f"{result.acked_count} acked, {len(result.failed)} failed deliveries; {len(done)} failures: {done}")
+    assert workload.fatal is None, workload.fatal
+    if result.problems():
+        print("--- the consumer's last debug lines ---\n" + "\n".join(workload.consumer_log))
+    assert not result.problems(), result.problems()
+    assert result.acked_count > 200 + 100 * len(done)

@@ -362,10 +362,11 @@ def test_groups_cli_lists_describes_resets_and_deletes(broker: BrokerProcess) ->
     finally:
         consumer.close()
     produce(broker.bootstrap, topic, 40, 10)
-    described = groups_cli(broker, "describe", group)
+    described = groups_cli(broker, "describe", group, "--json")
     assert described.returncode == 0, described.stderr
-    lags = [int(row.split("│")[5]) for row in described.stdout.splitlines() if row.startswith(f"│ {topic}")]
+    lags = [p["lag"] for p in json.loads(described.stdout)["partitions"] if p["topic"] == topic]
     assert len(lags) == 2 and sum(lags) == 10, described.stdout
+    assert groups_cli(broker, "describe", group).stdout.startswith(f"group {group}: Empty")
 
     dry_run = groups_cli(broker, "reset-offsets", group, "--topic", topic, "--to-offset", "3")
     assert dry_run.returncode == 0 and "dry run" in dry_run.stdout

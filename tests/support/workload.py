@@ -8,6 +8,7 @@ exactly once, and each partition's values must come in the order they were produ
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import defaultdict, deque
@@ -45,6 +46,20 @@ class WorkloadResult:
         return found
 
 
+def _ring_logger(lines: deque[str]) -> logging.Logger:
+    """A logger that keeps its records' text in ``lines`` and nowhere else."""
+
+    class Ring(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(f"{record.created:.3f} {record.getMessage()}")
+
+    logger = logging.getLogger(f"workload-{id(lines)}")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(Ring())
+    return logger
+
+
 class Workload:
     """Produce and consume in background threads until ``finish()``.
 
@@ -73,12 +88,18 @@ class Workload:
             "topic.metadata.refresh.interval.ms": 1000,
             "error_cb": self._on_error,
         })  # fmt: skip
-        self._consumer = Consumer({
-            "bootstrap.servers": bootstrap,
-            "group.id": f"replication-check-{time.monotonic_ns()}",
-            "enable.auto.commit": False,
-            "topic.metadata.refresh.interval.ms": 1000,
-        })  # fmt: skip
+        #: The consumer client's own debug lines (the last few thousand), for a run that fails.
+        self.consumer_log: deque[str] = deque(maxlen=5000)
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"replication-check-{time.monotonic_ns()}",
+                "enable.auto.commit": False,
+                "topic.metadata.refresh.interval.ms": 1000,
+                "debug": "consumer,fetch,topic",
+            },
+            logger=_ring_logger(self.consumer_log),
+        )
         self._threads = [
             threading.Thread(target=self._produce, name="workload producer", daemon=True),
             threading.Thread(target=self._consume, name="workload consumer", daemon=True),

@@ -136,10 +136,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # -- serving --------------------------------------------------------------------------
 
-    def close(self, reason: str | None = None) -> None:
-        """Close this connection (after logging ``reason``)."""
+    def close(self, reason: str | None = None, level: int = logging.WARNING) -> None:
+        """Close this connection (after logging ``reason`` at ``level``)."""
         if reason:
-            log.warning("closing connection from %s: %s", self._peer, reason)
+            log.log(level, "closing connection from %s: %s", self._peer, reason)
         if self._phase is Phase.OPEN:
             self._phase = Phase.CLOSING
             if self._transport is not None:
@@ -297,6 +297,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         try:
             await send_with_files(transport.get_extra_info("socket").fileno(), chunks)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close("the client hung up during a fetch response", logging.DEBUG)  # `consume | head`: normal
         except (LogError, OSError) as exc:
             self.close(f"response with segment data not sent whole: {exc}")
 

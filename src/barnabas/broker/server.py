@@ -123,6 +123,7 @@ class Broker:
             cluster_id,
             high_watermark_checkpoint_interval_ms=int(config["replica.high.watermark.checkpoint.interval.ms"]),
             cleaner_config=cleaner_config,
+            foreign_paths=getattr(metastore, "local_paths", ()),  # the embedded database may live there
         )
         self._cleaner = LogCleanerService(
             self._logs, backoff_ms=cleaner_config.backoff_ms, clock_ms=lambda: int(self.clock() * 1000)

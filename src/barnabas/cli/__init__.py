@@ -1,14 +1,23 @@
-"""The `barnabas` command: one subcommand per module, known errors turned into one-line exits."""
+"""The `barnabas` command: one subcommand per module, known errors turned into one-line exits.
+
+Every error a user can cause is one line on stderr and a non-zero exit: CliError (exit 1 or its
+own code), bad arguments (exit 2, without argparse's usage block), an unexpected exception (exit
+1, its traceback only with ``BARNABAS_DEBUG=1``), Ctrl-C (130).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
 from barnabas import __version__
 
 from . import bench, broker, cluster, consume, coordination, groups, pipeline, produce, topics
+from ._client import add_connection
 from .errors import CliError
 
 __all__ = ["main"]
@@ -16,11 +25,19 @@ __all__ = ["main"]
 SUBCOMMANDS = (broker, cluster, topics, produce, consume, groups, coordination, bench, pipeline)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (the usage is one ``--help`` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="barnabas", description="A Kafka-compatible streaming platform with pluggable coordination."
     )
     parser.add_argument("--version", action="version", version=f"barnabas {__version__}")
+    add_connection(parser, defaults=True)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in SUBCOMMANDS:
         module.register(commands)
@@ -37,3 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug of ours: still one line, the traceback on request
+        if os.environ.get("BARNABAS_DEBUG"):
+            traceback.print_exc()
+        print(f"barnabas {args.command}: unexpected error ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 1

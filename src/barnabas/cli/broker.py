@@ -76,18 +76,29 @@ def run(args: argparse.Namespace) -> int:
 async def _serve(config: Any) -> int:
     from barnabas.broker import Broker
 
-    try:
-        broker = Broker(config)
-        await broker.start()
-    except (ConfigError, LogError, CoordinationError) as exc:
-        raise CliError(str(exc)) from None
-    except OSError as exc:
-        raise CliError(f"cannot start: {exc}") from None
+    # Signals are handled from the start: a SIGTERM right after the "listening" line (or while
+    # starting, which can wait for an old registration to expire) stops the broker cleanly.
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopping.set)
     loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
+    try:
+        broker = Broker(config)
+        starting = asyncio.ensure_future(broker.start())
+        signalled = asyncio.ensure_future(stopping.wait())
+        await asyncio.wait({starting, signalled}, return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():
+            log.info("stopping before the start completed")
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)  # start releases what it opened
+            return 0
+        signalled.cancel()
+        starting.result()
+    except (ConfigError, LogError, CoordinationError) as exc:
+        raise CliError(str(exc)) from None
+    except OSError as exc:
+        raise CliError(f"cannot start: {exc}") from None
     await stopping.wait()
     log.info("stopping")
     await broker.stop()

@@ -39,8 +39,9 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.table import Table
 
-from ._client import DEFAULT_BOOTSTRAP, kafka_error
+from ._client import add_connection, connect_admin, kafka_error
 from .errors import CliError
+from .topics import INTERNAL_TOPICS
 
 DEFAULT_DATA_DIR = "./barnabas-cluster"
 DEFAULT_BASE_PORT = 9092
@@ -152,19 +153,13 @@ def register(commands: Any) -> None:
         description="Describe the cluster (brokers, controller, cluster id) and every partition's leader, "
         "replicas and ISR; count under-replicated (ISR smaller than replicas) and offline (no leader) partitions.",
     )
-    status.add_argument(
-        "--bootstrap-server",
-        "--bootstrap",
-        "-b",
-        dest="bootstrap",
-        default=DEFAULT_BOOTSTRAP,
-        metavar="HOST:PORT",
-        help=f"any broker of the cluster (default {DEFAULT_BOOTSTRAP})",
+    add_connection(status)
+    shown = status.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--under-replicated", action="store_true", help="list only under-replicated and offline partitions"
     )
-    status.add_argument(
-        "--timeout", type=float, default=10.0, metavar="SECONDS", help="give up after this (default 10)"
-    )
-    status.add_argument("--json", action="store_true", help="print the status as JSON")
+    shown.add_argument("--internal", action="store_true", help="list internal topics' partitions too")
+    status.add_argument("--json", action="store_true", help="print the status as JSON (every partition)")
     status.set_defaults(run=_status)
 
 
@@ -634,23 +629,27 @@ def _wait_gone(alive: Callable[[], bool], timeout: float) -> None:
 
 def _status(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
 
-    if args.timeout <= 0:
-        raise CliError("--timeout must be positive")
-    admin: Any = AdminClient({"bootstrap.servers": args.bootstrap, "log_level": 0})
+    admin = connect_admin(args)
     try:
         metadata = admin.list_topics(timeout=args.timeout)
     except KafkaException as exc:
-        raise CliError(
-            f"cannot reach the cluster at {args.bootstrap} within {args.timeout:g} s: {kafka_error(exc)}"
-        ) from None
+        raise kafka_error(exc) from None
     report = _report(admin, metadata, args.timeout)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        _print_report(report, sys.stdout)
+        _print_report(report, sys.stdout, shown=_shown_partitions(args))
     return 0
+
+
+def _shown_partitions(args: argparse.Namespace) -> Callable[[dict[str, Any]], bool]:
+    """Which partitions the table lists: problems only, every one, or (default) those of non-internal topics."""
+    if args.under_replicated:
+        return lambda p: len(p["isr"]) < len(p["replicas"]) or p["leader"] == -1
+    if args.internal:
+        return lambda p: True
+    return lambda p: p["topic"] not in INTERNAL_TOPICS
 
 
 def _report(admin: Any, metadata: Any, timeout: float) -> dict[str, Any]:
@@ -693,7 +692,7 @@ def _report(admin: Any, metadata: Any, timeout: float) -> dict[str, Any]:
     }
 
 
-def _print_report(report: dict[str, Any], out: TextIO) -> None:
+def _print_report(report: dict[str, Any], out: TextIO, shown: Callable[[dict[str, Any]], bool]) -> None:
     console = Console(file=out, highlight=False, width=max(100, Console(file=out).width))
     controller = report["controller_id"]
     console.print(
@@ -709,11 +708,12 @@ def _print_report(report: dict[str, Any], out: TextIO) -> None:
             "controller" if broker["controller"] else "",
         )  # fmt: skip
     console.print(brokers)
-    if report["partitions"]:
+    listed = [p for p in report["partitions"] if shown(p)]
+    if listed:
         partitions = Table(title="partitions", title_justify="left")
         for column in ("topic", "partition", "leader", "replicas", "isr"):
             partitions.add_column(column)
-        for p in report["partitions"]:
+        for p in listed:
             partitions.add_row(
                 p["topic"], str(p["partition"]), str(p["leader"]) if p["leader"] != -1 else "none (offline)",
                 ",".join(map(str, p["replicas"])), ",".join(map(str, p["isr"])),

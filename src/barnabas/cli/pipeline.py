@@ -11,10 +11,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
-from ._client import add_bootstrap
+from ._client import add_connection, connect_admin, positive_float, positive_int
 from .errors import CliError
 
 PIPELINES = ["telemetry"]
@@ -31,16 +32,16 @@ def register(commands: Any) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     generate = actions.add_parser("generate", help="produce generated device readings (progress bar)")
     generate.add_argument("pipeline", choices=PIPELINES)
-    add_bootstrap(generate)
+    add_connection(generate)
     _add_generator_options(generate)
-    generate.add_argument("--readings", "-n", type=int, required=True, help="distinct readings to produce")
+    generate.add_argument("--readings", "-n", type=positive_int, required=True, help="distinct readings to produce")
     generate.set_defaults(run=run_generate)
 
     run = actions.add_parser("run", help="run the Structured Streaming job (optionally generating first)")
     run.add_argument("pipeline", choices=PIPELINES)
-    add_bootstrap(run)
+    add_connection(run)
     run.add_argument("--out", type=Path, required=True, help="output dir: tables and one checkpoint per query")
-    run.add_argument("--generate", type=int, metavar="N", help="first produce N generated readings")
+    run.add_argument("--generate", type=positive_int, metavar="N", help="first produce N generated readings")
     _add_generator_options(run)
     run.add_argument("--alerts-topic", default="alerts")
     run.add_argument("--dead-letter-topic", default="telemetry-dead-letters")
@@ -61,10 +62,10 @@ def register(commands: Any) -> None:
     run.add_argument("--threshold", type=float, default=80.0, help="alert above this value (default 80)")
     run.add_argument("--window", default="1 minute", help="aggregation window (default '1 minute')")
     run.add_argument("--watermark", default="30 seconds", help="watermark delay (default '30 seconds')")
-    run.add_argument("--max-offsets-per-trigger", type=int, metavar="N", help="cap each micro-batch")
+    run.add_argument("--max-offsets-per-trigger", type=positive_int, metavar="N", help="cap each micro-batch")
     run.add_argument(
         "--follow",
-        type=float,
+        type=positive_float,
         metavar="SECONDS",
         help="keep running with this trigger interval until Ctrl-C (default: drain and stop)",
     )
@@ -76,15 +77,32 @@ def register(commands: Any) -> None:
 
 def _add_generator_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topic", default="telemetry", help="input topic (default telemetry)")
-    parser.add_argument("--partitions", type=int, default=3, help="partitions if the topic is created (default 3)")
+    parser.add_argument(
+        "--partitions", type=positive_int, default=3, help="partitions if the topic is created (default 3)"
+    )
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--devices", type=int, default=12)
-    parser.add_argument("--duplicate-rate", type=float, default=0.05, help="share of readings sent twice")
-    parser.add_argument("--malformed-rate", type=float, default=0.0, help="share of readings followed by a bad line")
+    parser.add_argument("--devices", type=positive_int, default=12)
+    parser.add_argument("--duplicate-rate", type=share, default=0.05, help="share of readings sent twice")
+    parser.add_argument("--malformed-rate", type=share, default=0.0, help="share of readings followed by a bad line")
+
+
+def share(text: str) -> float:
+    """An argparse type: a fraction in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {text}")
+    return value
 
 
 def run_generate(args: argparse.Namespace) -> int:
+    connect_admin(args)  # one line, not a hang, when the cluster is unreachable
+    started = time.monotonic()
     _generate(args, args.readings)
+    seconds = time.monotonic() - started
+    print(f"produced {args.readings} readings to {args.topic} in {seconds:.2f} s ({args.readings / seconds:,.0f}/s)")
     return 0
 
 
@@ -97,6 +115,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
         if not sep:
             raise CliError(f"--spark-conf {item!r}: expected KEY=VALUE")
         conf[key] = value
+    connect_admin(args)
     if args.generate:
         _generate(args, args.generate)
     try:
@@ -135,7 +154,7 @@ def _generate(args: argparse.Namespace, readings: int) -> None:
     _ensure_pipeline_topics(args)
     records = list(telemetry(spec))
     try:
-        with Progress() as progress:
+        with Progress(transient=True) as progress:
             task = progress.add_task(f"telemetry → {args.topic}", total=len(records))
             produce(args.bootstrap, args.topic, records, lambda sent: progress.update(task, completed=sent))
     except RuntimeError as exc:

@@ -3,7 +3,7 @@
 from .brokers import BrokerInfo, BrokerRegistry
 from .controller import Controller, LeaderRebalance, NotControllerError, next_partition_state
 from .leadership import initial_state
-from .model import PartitionState, Reassignment, Topic, is_valid_topic_name, topic_name_problem
+from .model import PartitionState, Reassignment, Topic, describe_partitions, is_valid_topic_name, topic_name_problem
 from .producer_ids import ProducerIdAllocator
 from .topic_store import TopicExistsError, TopicStore
 from .watcher import MetadataWatcher
@@ -21,6 +21,7 @@ __all__ = [
     "Topic",
     "TopicExistsError",
     "TopicStore",
+    "describe_partitions",
     "initial_state",
     "is_valid_topic_name",
     "next_partition_state",

@@ -61,7 +61,7 @@ from .leadership import (
     settle_on,
     unclean_election,
 )
-from .model import PartitionState, Topic
+from .model import PartitionState, Topic, describe_partitions
 from .topic_store import TopicStore
 
 __all__ = ["CONTROLLER_ELECTION", "Controller", "LeaderRebalance", "NotControllerError", "next_partition_state"]
@@ -218,28 +218,32 @@ class Controller:
         return changed
 
     async def _elect_where_needed(self, fence: Fence) -> int:
+        """Move every partition that needs it, in few commits (a failed broker's hundreds of partitions at once)."""
         live = dict(self._brokers.live)
-        changed = 0
+        wanted: dict[TopicPartition, tuple[PartitionState, int]] = {}
+        before: dict[TopicPartition, PartitionState] = {}
         for (name, partition), state in list(self._topics.states.items()):
             topic = self._topics.topics.get(name)
             version = self._topics.state_version(name, partition)
             if topic is None or version is None or partition not in topic.assignment:
                 continue
-            wanted = next_partition_state(state, topic.assignment[partition], live, unclean=self._unclean(topic))
-            if wanted is None:
-                continue
-            wanted = dataclasses.replace(wanted, controller_epoch=fence.epoch)
-            try:
-                await self._topics.update_state_fenced(fence, name, partition, wanted, version)
-            except VersionConflictError:  # a leader changed its ISR meanwhile; decide again
-                self._wake.set()
-                continue
-            changed += 1
-            log.info(
-                "%s-%d: leader %d -> %d, epoch %d, isr %s",
-                name, partition, state.leader, wanted.leader, wanted.leader_epoch, list(wanted.isr),
-            )  # fmt: skip
-        return changed
+            new_state = next_partition_state(state, topic.assignment[partition], live, unclean=self._unclean(topic))
+            if new_state is not None:
+                wanted[(name, partition)] = (dataclasses.replace(new_state, controller_epoch=fence.epoch), version)
+                before[(name, partition)] = state
+        written = await self._topics.update_states_fenced(fence, wanted)
+        if len(written) < len(wanted):
+            self._wake.set()  # leaders changed some ISRs meanwhile: decide those again
+        moved: dict[tuple[str, int, int], dict[int, int]] = {}
+        for (name, partition), state in sorted(written.items()):
+            old = before[(name, partition)]
+            moved.setdefault((name, old.leader, state.leader), {})[partition] = state.leader_epoch
+            log.debug("%s-%d: leader %d -> %d, epoch %d, isr %s",
+                      name, partition, old.leader, state.leader, state.leader_epoch, list(state.isr))  # fmt: skip
+        for (name, old_leader, new_leader), epochs in sorted(moved.items()):  # a line per topic and move
+            what = f"leader {old_leader} -> {new_leader}" if old_leader != new_leader else f"ISR of leader {new_leader}"
+            log.info("%s: %s for %s", name, what, describe_partitions(epochs))
+        return len(written)
 
     async def _write_missing_states(self, fence: Fence) -> int:
         """Write a first state for partitions whose creator stopped before writing it."""

@@ -14,7 +14,14 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-__all__ = ["PartitionState", "Reassignment", "Topic", "is_valid_topic_name", "topic_name_problem"]
+__all__ = [
+    "PartitionState",
+    "Reassignment",
+    "Topic",
+    "describe_partitions",
+    "is_valid_topic_name",
+    "topic_name_problem",
+]
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -31,6 +38,23 @@ def topic_name_problem(name: str | None) -> str | None:
     if not _LEGAL.match(name):
         return f"topic name {name!r} contains characters other than ASCII letters, digits, '.', '_' and '-'"
     return None
+
+
+def describe_partitions(epochs: Mapping[int, int]) -> str:
+    """Partitions and their leader epochs for a log line: "partition 3 at epoch 2", "partitions 0-49 at epoch 0"."""
+    by_epoch: dict[int, list[int]] = {}
+    for partition, epoch in sorted(epochs.items()):
+        by_epoch.setdefault(epoch, []).append(partition)
+    parts = []
+    for epoch, partitions in sorted(by_epoch.items()):
+        ranges, start = [], partitions[0]
+        for previous, current in zip(partitions, [*partitions[1:], None], strict=True):
+            if current != previous + 1:
+                ranges.append(str(start) if start == previous else f"{start}-{previous}")
+                start = current if current is not None else start
+        noun = "partition" if len(partitions) == 1 else "partitions"
+        parts.append(f"{noun} {', '.join(ranges)} at epoch {epoch}")
+    return "; ".join(parts)
 
 
 def is_valid_topic_name(name: str | None) -> bool:

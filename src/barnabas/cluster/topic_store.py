@@ -29,6 +29,7 @@ import dataclasses
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
 
 from barnabas.coordination import Check, Delete, Fence, KeyExistsError, Put, Storage, VersionConflictError, Versioned
 
@@ -41,6 +42,7 @@ TOPICS_PREFIX = "topics/"
 PARTITIONS_PREFIX = "partitions/"
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 #: Loads that overlap a change of the cache are read again, up to this many times in all.
 LOAD_ATTEMPTS = 5
@@ -206,6 +208,40 @@ class TopicStore:
             return (await self._storage.fenced_write(fence, checks, ops))[key]
 
         return await self._write_state(topic, partition, state, write)
+
+    async def update_states_fenced(
+        self, fence: Fence, changes: Mapping[tuple[str, int], tuple[PartitionState, int]]
+    ) -> dict[tuple[str, int], PartitionState]:
+        """Compare-and-set many partition states under ``fence``: in commits of ``STATES_PER_COMMIT``.
+
+        A chunk that loses a compare-and-set is written again key by key, so one state a leader
+        changed meanwhile holds back only itself.
+
+        Returns:
+            The states written (those missing lost to a newer version, now in the cache).
+
+        Raises:
+            FencedError: ``fence`` is no longer the current controller.
+        """
+        written: dict[tuple[str, int], PartitionState] = {}
+        for chunk in _chunks(sorted(changes), STATES_PER_COMMIT):
+            keys = {tp: _partition_key(*tp) for tp in chunk}
+            checks = [Check(keys[tp], changes[tp][1]) for tp in chunk]
+            ops = [Put(keys[tp], changes[tp][0].to_json()) for tp in chunk]
+            try:
+                versions = await self._storage.fenced_write(fence, checks, ops)
+            except VersionConflictError:
+                for tp in chunk:
+                    try:
+                        await self.update_state_fenced(fence, *tp, *changes[tp])
+                    except VersionConflictError:
+                        continue  # the cache holds the newer state; the caller decides again
+                    written[tp] = changes[tp][0]
+                continue
+            for tp in chunk:
+                self._remember_state(tp, changes[tp][0], versions[keys[tp]])
+                written[tp] = changes[tp][0]
+        return written
 
     async def _write_state(
         self, topic: str, partition: int, state: PartitionState, write: Callable[[str], Awaitable[int]]
@@ -408,6 +444,6 @@ def _of(topic: Topic, tp: tuple[str, int], state: PartitionState) -> bool:
     return state.topic_id == topic.topic_id and tp[1] in topic.assignment
 
 
-def _chunks(items: Sequence[int], size: int) -> Iterable[Sequence[int]]:
+def _chunks(items: Sequence[_T], size: int) -> Iterable[Sequence[_T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]

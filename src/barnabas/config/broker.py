@@ -5,8 +5,9 @@ Rules this module keeps:
 - Precedence, lowest first: defaults, ``server.properties``, ``BARNABAS_*`` environment
   variables, command-line flags.
 - An environment variable maps to a key by upper-casing it and turning dots into underscores
-  (``BARNABAS_LOG_RETENTION_MS`` → ``log.retention.ms``). Only the known keys are read, so
-  other ``BARNABAS_*`` variables are left alone.
+  (``BARNABAS_LOG_RETENTION_MS`` → ``log.retention.ms``). Every ``BARNABAS_*`` variable is a
+  setting, so a misspelt one stops the broker as an unknown key would, except the few the tools
+  read (``BARNABAS_BOOTSTRAP``, ``BARNABAS_DEBUG``, ``BARNABAS_KAFKA_LIB``, ``BARNABAS_TEST_*``).
 - A key that is neither defined nor a known Kafka setting that does not apply here is an
   error. Kafka settings that have no meaning in barnabas (thread pools, ZooKeeper timeouts,
   KRaft quorum settings) are accepted so that Kafka's own server.properties loads; each one is
@@ -16,6 +17,7 @@ Rules this module keeps:
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import socket
@@ -40,6 +42,9 @@ from .definitions import (
 __all__ = ["BROKER_CONFIGS", "BrokerConfig", "Listener", "load_broker_config"]
 
 ENV_PREFIX = "BARNABAS_"
+#: ``BARNABAS_*`` variables that are not broker settings: read by the CLI, the benchmark and tests.
+TOOL_ENV_VARS = frozenset({"BARNABAS_BOOTSTRAP", "BARNABAS_DEBUG", "BARNABAS_KAFKA_LIB"})
+TEST_ENV_PREFIX = "BARNABAS_TEST_"
 DEFAULT_DATA_DIR = "barnabas-data"
 
 _B = ConfigType.BOOLEAN
@@ -289,6 +294,26 @@ def env_var_for(key: str) -> str:
     return ENV_PREFIX + key.upper().replace(".", "_").replace("-", "_")
 
 
+def _settings_from_env(env: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """Every ``BARNABAS_*`` variable as a setting, except those barnabas's tools read.
+
+    Raises:
+        ConfigError: a variable names no setting (a typo would otherwise be silently ignored).
+    """
+    by_name = {env_var_for(key): key for key in (*BROKER_CONFIGS, *IGNORED_KAFKA_SETTINGS)}
+    found = {}
+    for name, value in env.items():
+        if not name.startswith(ENV_PREFIX) or name in TOOL_ENV_VARS or name.startswith(TEST_ENV_PREFIX):
+            continue
+        key = by_name.get(name)
+        if key is None:
+            close = difflib.get_close_matches(name, by_name, n=1, cutoff=0.8)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(f"unknown setting in the environment: {name}{hint}")
+        found[key] = (value, name)
+    return found
+
+
 def load_broker_config(
     file: Path | None = None,
     overrides: Mapping[str, str] | None = None,
@@ -308,10 +333,7 @@ def load_broker_config(
         for key, value in parse_properties(text, str(file)).items():
             raw[key] = (value, str(file))
     env = os.environ if environ is None else environ
-    for key in BROKER_CONFIGS:
-        name = env_var_for(key)
-        if name in env:
-            raw[key] = (env[name], name)
+    raw.update(_settings_from_env(env))
     for key, value in (overrides or {}).items():
         raw[key] = (value, "command line")
 

@@ -155,7 +155,8 @@ class GroupCoordinator:
             for member in group.members.values():
                 self._schedule_expiry(group, member, member.session_timeout_ms)
         self.owned.add(partition)
-        log.info("loaded %d groups from __consumer_offsets-%d", len(loaded), partition)
+        log.log(logging.INFO if loaded else logging.DEBUG, "loaded %d groups from __consumer_offsets-%d",
+                len(loaded), partition)  # fmt: skip
         return True
 
     def unload(self, partition: int) -> None:
@@ -166,7 +167,7 @@ class GroupCoordinator:
         self.owned.discard(partition)
         for group in [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]:
             self._drop(group, ErrorCode.not_coordinator)
-        log.info("unloaded the groups of __consumer_offsets-%d", partition)
+        log.debug("unloaded the groups of __consumer_offsets-%d", partition)
 
     def _drop(self, group: Group, error: ErrorCode) -> None:
         for member in group.members.values():

@@ -350,7 +350,9 @@ class PartitionLog:
             checkpointed_high_watermark=high_watermark,
             hw_follows_log_end=hw_follows_log_end,
         )
-        logger.info(
+        # One line per partition: INFO only when recovery had work to do (the broker sums up the rest).
+        logger.log(
+            logging.INFO if loaded.recovered_segments or loaded.truncated_bytes else logging.DEBUG,
             "opened log %s: offsets [%d, %d), %d segment(s), recovered %s, truncated %d bytes",
             directory,
             log.log_start_offset,

@@ -43,7 +43,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future
 from functools import partial
 from pathlib import Path
@@ -106,8 +106,12 @@ class LogManager:
         high_watermark_checkpoint_interval_ms: int = DEFAULT_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS,
         cleaner_config: CleanerConfig | None = None,
         background_writes: bool = True,
+        foreign_paths: Collection[Path] = (),
     ) -> None:
         """Create, lock and identify every log dir.
+
+        ``foreign_paths`` are other components' files that may live in a log dir (the embedded
+        coordination database): left alone without a warning.
 
         Raises:
             LogDirLockedError: another process holds a dir's ``.lock``.
@@ -121,6 +125,7 @@ class LogManager:
         if len(set(self.log_dirs)) != len(self.log_dirs):
             raise ValueError(f"duplicate log dirs in {[str(d) for d in self.log_dirs]}")
         self.default_config = default_config
+        self.foreign_paths = frozenset(Path(p).absolute() for p in foreign_paths)
         self.broker_id = broker_id
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
@@ -237,7 +242,8 @@ class LogManager:
                     continue
                 tp = parse_partition_dir_name(child.name)
                 if tp is None:
-                    logger.warning("ignoring %s: not a partition dir", child)
+                    if child.absolute() not in self.foreign_paths:
+                        logger.warning("ignoring %s: not a partition dir", child)
                     continue
                 if tp in self._logs:
                     raise LogError(f"duplicate log directories for {tp}: {self._logs[tp][1].directory} and {child}")

@@ -40,7 +40,7 @@ import pytest
 
 __all__ = ["PostgresInstall", "PostgresServer", "postgres_install", "postgres_server"]
 
-PG_BIN = Path(os.environ.get("BARNABAS_PG_BIN", "/usr/lib/postgresql/15/bin"))
+PG_BIN = Path(os.environ.get("BARNABAS_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
 

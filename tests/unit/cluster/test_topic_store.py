@@ -16,7 +16,7 @@ from barnabas.cluster.topic_store import (
     TopicExistsError,
     TopicStore,
 )
-from barnabas.coordination import Storage, Versioned, open_storage
+from barnabas.coordination import LeaderElection, Storage, Versioned, open_storage
 
 
 def _topic(name: str, partitions: int = 2) -> tuple[Topic, dict[int, PartitionState]]:
@@ -203,3 +203,33 @@ def test_a_topic_created_again_under_a_new_id_replaces_the_cached_states_of_the_
     partitions, other_ids = asyncio.run(scenario())
     assert partitions == {("orders", 0), ("orders", 1)}
     assert other_ids == set(), "no state of the deleted topic stays cached"
+
+
+def test_many_states_are_written_in_one_commit_and_a_conflict_holds_back_only_itself(tmp_path: Path) -> None:
+    async def scenario() -> tuple[set[int], dict[int, int]]:
+        storage = await open_storage(f"sqlite://{tmp_path / 'c.db'}")
+        try:
+            session = await storage.metastore.open_session(10)
+            fence = await LeaderElection(storage.metastore, "controller").nominate(session, "0")
+            controller = TopicStore(storage)
+            await controller.create(*_topic("moved", 3))
+            leader = TopicStore(storage)
+            await leader.load()
+            version = leader.state_version("moved", 1)
+            assert version is not None
+            await leader.update_state("moved", 1, leader.states[("moved", 1)].with_isr((0,), {0: 2}), version)
+            changes = {}
+            for partition in range(3):
+                state, version = controller.states[("moved", partition)], controller.state_version("moved", partition)
+                assert version is not None
+                changes[("moved", partition)] = (dataclasses.replace(state, leader_epoch=7), version)
+            written = await controller.update_states_fenced(fence, changes)
+            view = TopicStore(storage)
+            await view.load()
+            return {p for _, p in written}, {p: view.states[("moved", p)].leader_epoch for p in range(3)}
+        finally:
+            await storage.close()
+
+    written, epochs = asyncio.run(scenario())
+    assert written == {0, 2}
+    assert epochs == {0: 7, 1: 0, 2: 7}, "partition 1 changed meanwhile: its write lost, the others went through"

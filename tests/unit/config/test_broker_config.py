@@ -26,7 +26,8 @@ def test_precedence_file_env_flags(tmp_path: Path) -> None:
         environ={
             "BARNABAS_LOG_RETENTION_MS": "2000",
             "BARNABAS_MESSAGE_MAX_BYTES": "6000",
-            "BARNABAS_OTHER": "x",
+            "BARNABAS_BOOTSTRAP": "127.0.0.1:1",  # the CLI's, not a setting
+            "BARNABAS_TEST_ANYTHING": "x",
         },
     )
     assert config["num.partitions"] == 2
@@ -95,3 +96,14 @@ def test_unreadable_file_is_one_line(tmp_path: Path) -> None:
 def test_hostname_ordinal() -> None:
     assert hostname_ordinal("barnabas-2.barnabas.default.svc") == 2
     assert hostname_ordinal("laptop") is None
+
+
+def test_a_misspelt_setting_in_the_environment_stops_the_broker() -> None:
+    with pytest.raises(ConfigError, match=r"BARNABAS_LOG_RETENSION_MS \(did you mean BARNABAS_LOG_RETENTION_MS\?\)"):
+        load_broker_config(environ={"BARNABAS_LOG_RETENSION_MS": "5"})
+    with pytest.raises(ConfigError, match=r"unknown setting in the environment: BARNABAS_WHATEVER$"):
+        load_broker_config(environ={"BARNABAS_WHATEVER": "5"})
+
+
+def test_an_ignored_kafka_setting_in_the_environment_is_ignored() -> None:
+    assert "num.network.threads" in load_broker_config(environ={"BARNABAS_NUM_NETWORK_THREADS": "8"}).ignored

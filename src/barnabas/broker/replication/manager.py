@@ -27,7 +27,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from barnabas.cluster import PartitionState, Topic
+from barnabas.cluster import PartitionState, Topic, describe_partitions
 from barnabas.coordination import CoordinationError, VersionConflictError
 from barnabas.log import PartitionLog
 
@@ -58,6 +58,7 @@ class ReplicaManager:
         self.reconciled = asyncio.Event()
         self._isr_wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._roles = RoleChanges()
         #: Told (topic, partition, leader epoch) when this broker starts leading a partition,
         #: (topic, partition, None) when it stops; the group coordinator loads its groups so.
         self.leadership_listeners: list[Callable[[str, int, int | None], None]] = []
@@ -175,6 +176,7 @@ class ReplicaManager:
                     self._unfollow(tp)
         for leader_id in [i for i, f in self.fetchers.items() if not f.partitions]:
             asyncio.get_running_loop().create_task(self.fetchers.pop(leader_id).close())
+        self._roles.flush()
         self.reconciled.set()
 
     def _apply_configs(self) -> None:
@@ -204,7 +206,8 @@ class ReplicaManager:
         for listener in self.leadership_listeners:
             listener(*tp, partition_state.leader_epoch)
         state.fetch_waiters.notify(tp)
-        log.info("%s-%d: leader at epoch %d, isr %s", *tp, partition_state.leader_epoch, list(partition_state.isr))
+        self._roles.note(tp, "leading", partition_state.leader_epoch)
+        log.debug("%s-%d: leader at epoch %d, isr %s", *tp, partition_state.leader_epoch, list(partition_state.isr))
 
     def _lead_on(self, leader: LeaderReplica, replicas: tuple[int, ...], partition_state: PartitionState) -> None:
         """Still the leader, at a new epoch or with new replicas (an election elsewhere, a reassignment)."""
@@ -218,8 +221,9 @@ class ReplicaManager:
         leader.renew(partition_state, replicas, self.state.now_ms())
         tp = (leader.topic, leader.partition)
         self.state.fetch_waiters.notify(tp)
-        log.info("%s-%d: leading on at epoch %d, replicas %s, isr %s", *tp, partition_state.leader_epoch,
-                 list(replicas), list(partition_state.isr))  # fmt: skip
+        self._roles.note(tp, "leading on", partition_state.leader_epoch)
+        log.debug("%s-%d: leading on at epoch %d, replicas %s, isr %s", *tp, partition_state.leader_epoch,
+                  list(replicas), list(partition_state.isr))  # fmt: skip
 
     def _stop_leading(self, tp: TopicPartition) -> None:
         leader = self.leaders.pop(tp, None)
@@ -245,7 +249,8 @@ class ReplicaManager:
             fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.state, leader_id)
             fetcher.start()
         fetcher.add(tp, leader_epoch)
-        log.info("%s-%d: following broker %d at epoch %d", *tp, leader_id, leader_epoch)
+        self._roles.note(tp, f"following broker {leader_id}", leader_epoch)
+        log.debug("%s-%d: following broker %d at epoch %d", *tp, leader_id, leader_epoch)
 
     def _unfollow(self, tp: TopicPartition) -> None:
         current = self.following.pop(tp, None)
@@ -313,6 +318,21 @@ class ReplicaManager:
         log.info("%s-%d: ISR %s -> %s", *tp, list(stored.isr), list(isr))
         if not leader.resigned:
             leader.set_state(wanted)
+
+
+class RoleChanges:
+    """The roles a reconcile took on, logged as one line per topic and role instead of one per partition."""
+
+    def __init__(self) -> None:
+        self._changes: dict[tuple[str, str], dict[int, int]] = {}
+
+    def note(self, tp: TopicPartition, role: str, leader_epoch: int) -> None:
+        self._changes.setdefault((tp[0], role), {})[tp[1]] = leader_epoch
+
+    def flush(self) -> None:
+        for (topic, role), epochs in sorted(self._changes.items()):
+            log.info("%s: %s %s", topic, role, describe_partitions(epochs))
+        self._changes = {}
 
 
 def _start_epoch(partition_log: PartitionLog, leader_epoch: int) -> None:

@@ -42,10 +42,14 @@ class SessionBase:
         if listener in self._listeners:
             self._listeners.remove(listener)
 
-    def _set_state(self, state: SessionState) -> None:
+    def _set_state(self, state: SessionState, *, closed: bool = False) -> None:
+        """Move to ``state``; ``closed``: LOST because its owner closed it (logged so, not as a loss)."""
         if state is self._state or self._state is SessionState.LOST:
             return
-        log.info("coordination session %s: %s -> %s", self._id, self._state.value, state.value)
+        if closed:
+            log.info("coordination session %s closed", self._id)
+        else:
+            log.info("coordination session %s: %s -> %s", self._id, self._state.value, state.value)
         self._state = state
         for listener in list(self._listeners):
             try:

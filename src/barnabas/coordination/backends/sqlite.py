@@ -195,7 +195,7 @@ class SqliteSession(SessionBase):
         if self.state is not SessionState.LOST:
             with contextlib.suppress(UnavailableError):
                 await self._metastore._run(lambda: self._metastore._delete_session(self.id))
-            self._set_state(SessionState.LOST)
+            self._set_state(SessionState.LOST, closed=True)
         self._keepalive.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._keepalive
@@ -224,6 +224,11 @@ class SqliteMetastore:
     @property
     def url(self) -> str:
         return self._url
+
+    @property
+    def local_paths(self) -> list[Path]:
+        """The files and dirs this backend keeps on the host (a log dir holding them leaves them alone)."""
+        return [self.path, *(self.path.with_name(self.path.name + s) for s in ("-wal", "-shm")), self.lock_dir]
 
     @classmethod
     async def open(cls, url: str) -> SqliteMetastore:

@@ -170,4 +170,4 @@ class CassandraSession(SessionBase):
             await self._leases.end_lease(self.id)
         except CoordinationError as exc:
             log.warning("session %s: could not end the lease (its keys expire with the TTL): %s", self.id, exc)
-        self._set_state(SessionState.LOST)
+        self._set_state(SessionState.LOST, closed=True)

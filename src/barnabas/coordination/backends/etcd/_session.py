@@ -217,4 +217,4 @@ class EtcdSession(SessionBase):
                     raise
         if not self._connection.is_closed() and not await self._revoke(time.monotonic() + self._connection.timeout_s):
             log.warning("etcd session %s: could not revoke its lease; it expires within %.0f s", self.id, self.ttl_s)
-        self._set_state(SessionState.LOST)
+        self._set_state(SessionState.LOST, closed=True)

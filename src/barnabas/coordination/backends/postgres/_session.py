@@ -124,5 +124,5 @@ class PostgresSession(SessionBase):
                 await self._owner._end_session(self.id, self.ttl_s)
             except CoordinationError as exc:
                 log.warning("session %s: could not end the lease now (%s); it expires within its TTL", self.id, exc)
-            self._set_state(SessionState.LOST)
+            self._set_state(SessionState.LOST, closed=True)
         self._owner._forget_session(self)
