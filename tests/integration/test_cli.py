@@ -22,6 +22,8 @@ from tests.support.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.timeout(300)
 
+REPO = Path(__file__).resolve().parents[2]
+
 
 def barnabas(
     *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
@@ -172,6 +174,11 @@ def test_an_unreachable_cluster_is_one_line_within_the_timeout(command: list[str
         ["cluster", "status", "--timeout", "-1"],
         ["pipeline", "generate", "telemetry", "-n", "0"],
         ["pipeline", "generate", "telemetry", "-n", "5", "--duplicate-rate", "2"],
+        ["records", "delete", "cli", "--before", "-1"],
+        ["records", "delete", "cli", "--before", "1", "--partition", "7"],
+        ["records", "delete", "__consumer_offsets", "--all"],
+        ["partitions", "elect-leaders", "--partition", "0"],
+        ["partitions", "elect-leaders", "--topic", "nosuch"],
         ["nosuchcommand"],
     ],
     ids=" ".join,
@@ -304,6 +311,21 @@ def test_groups_describe_reset_and_delete(broker: BrokerProcess, topic: str) -> 
     )
 
 
+def test_records_delete_moves_the_log_start_and_elections_report_each_partition(broker: BrokerProcess) -> None:
+    ok("topics", "create", "trimmed", "-p", "2", "-b", broker.bootstrap)
+    for partition in (0, 1):
+        ok("produce", "trimmed", "-p", str(partition), "-b", broker.bootstrap, stdin=b"a\nb\nc\nd\n")
+    assert ok("records", "delete", "trimmed", "--before", "3", "-p", "0", "-b", broker.bootstrap).strip() == (
+        "trimmed-0: records before 3 deleted"
+    )
+    starts = json.loads(ok("records", "delete", "trimmed", "--all", "-p", "1", "--json", "-b", broker.bootstrap))
+    assert starts["log_start_offsets"] == {"1": 4}
+    described = json.loads(ok("topics", "describe", "trimmed", "--json", "-b", broker.bootstrap))
+    assert [(p["earliest_offset"], p["latest_offset"]) for p in described["partitions"]] == [(3, 4), (4, 4)]
+    outcomes = json.loads(ok("partitions", "elect-leaders", "--topic", "trimmed", "--json", "-b", broker.bootstrap))
+    assert outcomes == {"trimmed-0": "not needed", "trimmed-1": "not needed"}
+
+
 # --- the broker's own lines ----------------------------------------------------------------------
 
 
@@ -343,3 +365,26 @@ def test_the_broker_logs_what_a_person_can_read(broker_factory: Callable[..., Br
     assert "-> lost" not in text and "closed" in text
     offsets_lines = [line for line in text.splitlines() if "__consumer_offsets" in line and " INFO " in line]
     assert 1 <= len(offsets_lines) <= 6, offsets_lines
+
+
+def test_the_readme_quickstart_works_as_written(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """The README's quickstart block, run line by line in the repository as a new user would (the broker
+    `make run` starts is stood in for by one on a free port, named by BARNABAS_BOOTSTRAP)."""
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("## Quickstart", 1)[1].split("```", 2)[1]
+    commands = [line.split("#", 1)[0].strip() for line in block.strip().splitlines()]
+    assert commands[0] == "source .venv/bin/activate"
+    fresh = broker_factory().start()
+    done = subprocess.run(
+        ["bash", "-e", "-c", "\n".join(commands)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "BARNABAS_BOOTSTRAP": fresh.bootstrap},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "created topic orders" in done.stdout
+    assert "hello, barnabas" in done.stdout
+    assert "topic orders: 3 partitions" in done.stdout

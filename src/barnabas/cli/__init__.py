@@ -16,13 +16,13 @@ from typing import NoReturn
 
 from barnabas import __version__
 
-from . import bench, broker, cluster, consume, coordination, groups, pipeline, produce, topics
+from . import bench, broker, cluster, consume, coordination, groups, partitions, pipeline, produce, records, topics
 from ._client import add_connection
 from .errors import CliError
 
 __all__ = ["main"]
 
-SUBCOMMANDS = (broker, cluster, topics, produce, consume, groups, coordination, bench, pipeline)
+SUBCOMMANDS = (broker, cluster, topics, produce, consume, groups, records, partitions, coordination, bench, pipeline)
 
 
 class OneLineParser(argparse.ArgumentParser):
