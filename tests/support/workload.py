@@ -183,7 +183,10 @@ class Workload:
         try:
             while not self._stop_consuming.is_set():
                 message = self._consumer.poll(0.2)
-                if message is None or message.error() is not None:
+                if message is None:
+                    continue
+                if message.error() is not None:  # librdkafka goes on by itself; kept for a failed run
+                    self.consumer_log.append(f"{time.time():.3f} CONSUMER ERROR {message.error()}")
                     continue
                 self._consumed.append((message.partition(), message.offset(), int(message.value())))
         finally:
