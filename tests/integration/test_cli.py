@@ -388,3 +388,14 @@ def test_the_readme_quickstart_works_as_written(broker_factory: Callable[..., Br
     assert "created topic orders" in done.stdout
     assert "hello, barnabas" in done.stdout
     assert "topic orders: 3 partitions" in done.stdout
+
+
+def test_bash_completion_completes_commands_and_actions() -> None:
+    script = ok("completion", "bash")
+    probe = (
+        f"{script}\n"
+        'COMP_WORDS=(barnabas top); COMP_CWORD=1; _shtab_barnabas; echo "${COMPREPLY[@]}"\n'
+        'COMP_WORDS=(barnabas topics al); COMP_CWORD=2; _shtab_barnabas; echo "${COMPREPLY[@]}"\n'
+    )
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30, check=False)
+    assert done.stdout.split("\n")[:2] == ["topics", "alter-config"], done.stderr

@@ -16,13 +16,28 @@ from typing import NoReturn
 
 from barnabas import __version__
 
-from . import bench, broker, cluster, consume, coordination, groups, partitions, pipeline, produce, records, topics
+from . import (
+    bench,
+    broker,
+    cluster,
+    completion,
+    consume,
+    coordination,
+    groups,
+    partitions,
+    pipeline,
+    produce,
+    records,
+    topics,
+)
 from ._client import add_connection
 from .errors import CliError
 
 __all__ = ["main"]
 
-SUBCOMMANDS = (broker, cluster, topics, produce, consume, groups, records, partitions, coordination, bench, pipeline)
+SUBCOMMANDS = (
+    broker, cluster, topics, produce, consume, groups, records, partitions, coordination, bench, pipeline, completion,
+)  # fmt: skip
 
 
 class OneLineParser(argparse.ArgumentParser):
