@@ -13,6 +13,7 @@ often (``make fault``: 5) and ``BARNABAS_TEST_REPLICATION_FAULTS`` which failure
 
 from __future__ import annotations
 
+import faulthandler
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -95,5 +96,6 @@ def test_no_acknowledged_message_is_lost_through_broker_failures(
     assert workload.fatal is None, workload.fatal
     if result.problems():
         print("--- the consumer's last debug lines ---\n" + "\n".join(workload.consumer_log))
+        faulthandler.dump_traceback(all_threads=True)  # where the workload's threads are
     assert not result.problems(), result.problems()
     assert result.acked_count > 200 + 100 * len(done)
