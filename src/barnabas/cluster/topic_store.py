@@ -370,8 +370,7 @@ class TopicStore:
             return
         for partition in wanted:
             found = stored.get(_partition_key(topic.name, partition))
-            state = PartitionState.from_json(found.value) if found is not None else None
-            if found is not None and state is not None and state.topic_id == topic.topic_id:
+            if found is not None and (state := PartitionState.from_json(found.value)).topic_id == topic.topic_id:
                 self._remember_state((topic.name, partition), state, found.version)
 
     def _unwritten(
