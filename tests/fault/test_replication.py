@@ -13,8 +13,11 @@ often (``make fault``: 5) and ``BARNABAS_TEST_REPLICATION_FAULTS`` which failure
 
 from __future__ import annotations
 
+import dataclasses
 import faulthandler
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -97,5 +100,12 @@ def test_no_acknowledged_message_is_lost_through_broker_failures(
     if result.problems():
         print("--- the consumer's last debug lines ---\n" + "\n".join(workload.consumer_log))
         faulthandler.dump_traceback(all_threads=True)  # where the workload's threads are
+        native = subprocess.run(
+            [str(Path(sys.executable).with_name("py-spy")), "dump", "--native", "--pid", str(os.getpid())],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        print("--- native stacks ---\n" + native.stdout + native.stderr)
+        read_back = dataclasses.replace(result, consumed=workload.read_back(cluster.bootstrap))
+        print(f"--- a fresh consumer's read-back finds: {read_back.problems() or 'every acknowledged record'}")
     assert not result.problems(), result.problems()
     assert result.acked_count > 200 + 100 * len(done)

@@ -96,6 +96,10 @@ class Workload:
                 "group.id": f"replication-check-{time.monotonic_ns()}",
                 "enable.auto.commit": False,
                 "topic.metadata.refresh.interval.ms": 1000,
+                # librdkafka 2.16's re-bootstrap (all known brokers down at once, which back-to-back
+                # restarts bring about) once wedged this consumer for good, close() included, while a
+                # fresh consumer read every record: keep to the brokers it knows.
+                "metadata.recovery.strategy": "none",
                 "debug": "consumer,fetch,topic",
             },
             logger=_ring_logger(self.consumer_log),
@@ -135,6 +139,30 @@ class Workload:
         self._stop_consuming.set()
         self._threads[1].join(timeout_s)
         return self._collect()
+
+    def read_back(self, bootstrap: str, timeout_s: float = 60.0) -> dict[int, list[tuple[int, int]]]:
+        """Everything in the topic, read by a fresh consumer from offset 0 to each partition's end.
+
+        Tells acknowledged records that are gone apart from a live consumer that stopped reading.
+        """
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-back-{time.monotonic_ns()}"})
+        found: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        try:
+            ends = {
+                p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
+                for p in range(self.partitions)
+            }
+            consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline and any(
+                (found[p][-1][0] + 1 if found[p] else 0) < end for p, end in ends.items()
+            ):
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    found[message.partition()].append((message.offset(), int(message.value())))
+        finally:
+            consumer.close()
+        return found
 
     def _collect(self) -> WorkloadResult:
         result = WorkloadResult()

@@ -260,6 +260,7 @@ class Broker:
             while True:
                 try:
                     self._session = await metastore.open_session(ttl_s)
+                    # Clean: this process lost nothing it wrote, unlike a restart after a crash.
                     registered = await state.brokers.register(self._session, dataclasses.replace(info, clean=True))
                     break
                 except CoordinationError as exc:
