@@ -166,6 +166,32 @@ def test_incremental_alter_configs(admin: AdminClient, shared_broker: BrokerProc
     assert caught.value.args[0].code() == KafkaError.INVALID_CONFIG
 
 
+def test_replication_throttles_can_be_cleared_but_not_set(admin: AdminClient, shared_broker: BrokerProcess) -> None:
+    """kafka-reassign-partitions.sh --verify deletes the throttle settings of every broker and moved topic;
+    replication is never throttled here, so that is a no-op, and setting a throttle is refused."""
+    name = unique("throttle")
+    create(admin, name)
+
+    def alter(kind: ResourceType, resource_name: str, key: str, op: AlterConfigOpType, value: str | None) -> None:
+        entry = ConfigEntry(key, value, incremental_operation=op)
+        resource = ConfigResource(kind, resource_name, incremental_configs=[entry])
+        admin.incremental_alter_configs([resource])[resource].result(TIMEOUT)
+
+    broker_id = str(shared_broker.broker_id)
+    alter(ResourceType.TOPIC, name, "leader.replication.throttled.replicas", AlterConfigOpType.DELETE, None)
+    alter(ResourceType.BROKER, broker_id, "follower.replication.throttled.rate", AlterConfigOpType.DELETE, None)
+    for kind, resource_name, key in [
+        (ResourceType.TOPIC, name, "follower.replication.throttled.replicas"),
+        (ResourceType.BROKER, broker_id, "leader.replication.throttled.rate"),
+    ]:
+        with pytest.raises(KafkaException) as caught:
+            alter(kind, resource_name, key, AlterConfigOpType.SET, "1000")
+        assert caught.value.args[0].code() == KafkaError.INVALID_CONFIG
+    with pytest.raises(KafkaException) as caught:  # any other broker setting stays read-only
+        alter(ResourceType.BROKER, broker_id, "log.retention.ms", AlterConfigOpType.DELETE, None)
+    assert caught.value.args[0].code() == KafkaError.INVALID_REQUEST
+
+
 def test_create_partitions(admin: AdminClient) -> None:
     name = unique("grow")
     create(admin, name, partitions=1)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer
 
 from tests.support.broker_process import BrokerProcess
 
@@ -125,6 +126,10 @@ def test_internal_topics_cannot_be_deleted_and_are_listed_only_on_request(broker
         ["groups", "list"],
         ["groups", "describe", "g"],
         ["cluster", "status"],
+        ["cluster", "log-dirs"],
+        ["groups", "delete-offsets", "g", "--topic", "t"],
+        ["partitions", "reassignments"],
+        ["partitions", "reassign", "--topic", "t", "-p", "0", "--replicas", "0"],
         ["pipeline", "generate", "telemetry", "-n", "1"],
     ],
     ids=" ".join,
@@ -155,6 +160,8 @@ def test_an_unreachable_cluster_is_one_line_within_the_timeout(command: list[str
         ["produce", "cli", "--header", "novalue"],
         ["produce", "cli", "--partition", "99"],
         ["produce", "__consumer_offsets", "--count", "1"],
+        ["produce", "cli", "--format", "%k%v"],
+        ["produce", "cli", "--format", "%v", "--count", "1"],
         ["consume", "cli", "--partition", "99"],
         ["consume", "cli", "--max-messages", "0"],
         ["consume", "cli", "--offset", "abc"],
@@ -179,6 +186,22 @@ def test_an_unreachable_cluster_is_one_line_within_the_timeout(command: list[str
         ["records", "delete", "__consumer_offsets", "--all"],
         ["partitions", "elect-leaders", "--partition", "0"],
         ["partitions", "elect-leaders", "--topic", "nosuch"],
+        ["partitions", "reassign", "--topic", "cli", "-p", "0", "--replicas", "0,0"],
+        ["partitions", "reassign", "--topic", "cli", "-p", "0", "--replicas", "0,7"],
+        ["partitions", "reassign", "--topic", "cli", "-p", "9", "--replicas", "0"],
+        ["partitions", "reassign", "--topic", "cli", "-p", "0", "--replicas", "zero"],
+        ["partitions", "reassign", "--topic", "cli", "-p", "0"],
+        ["partitions", "reassign", "--topic", "nosuch", "-p", "0", "--replicas", "0"],
+        ["partitions", "reassign", "--file", "/nonexistent/plan.json"],
+        ["partitions", "reassign", "--file", "/dev/null"],
+        ["partitions", "reassign", "--topic", "cli", "-p", "0", "--cancel"],
+        ["partitions", "reassign", "--topic", "cli", "-p", "0", "--replicas", "0", "--wait", "0"],
+        ["groups", "delete-offsets", "nosuch", "--topic", "cli"],
+        ["groups", "delete-offsets", "g", "--topic", "nosuch"],
+        ["groups", "delete-offsets", "g", "--topic", "cli:x"],
+        ["groups", "delete-offsets", "g", "--topic", "cli:7"],
+        ["groups", "delete-offsets", "g", "--topic", ":0"],
+        ["cluster", "log-dirs", "--topic", "nosuch"],
         ["nosuchcommand"],
     ],
     ids=" ".join,
@@ -232,6 +255,19 @@ def test_produce_with_headers_to_a_partition_and_consume_with_a_format(broker: B
         "value",
         {"a": "1", "b": "2"},
     )
+
+
+def test_produce_by_a_template_reads_what_consume_writes_by_it(broker: BrokerProcess) -> None:
+    ok("topics", "create", "templated", "-p", "2", "-b", broker.bootstrap)
+    written = b"1|h=x|k1|first value\n0||k2|second\n1|a=1,b=2|k3|third"
+    out = ok("produce", "templated", "--format", "%p|%h|%k|%v\\n", "-b", broker.bootstrap, stdin=written)
+    assert out.startswith("produced 3 records"), out
+    read = ok("consume", "templated", "--offset", "earliest", "-n", "3", "--format", "%p|%h|%k|%v\\n",
+              "-b", broker.bootstrap)  # fmt: skip
+    assert sorted(read.splitlines()) == sorted(written.decode().splitlines())
+    done = barnabas("produce", "templated", "-f", "%k %v\\n", "-b", broker.bootstrap, stdin=b"k v\nno-space\n")
+    assert done.stdout.decode().startswith("produced 1 records"), "what came before the bad record is sent"
+    assert one_line_error(done) == "barnabas produce: --format: record 2 ends before its %k"
 
 
 def test_consume_offsets_from_the_end_by_number_and_by_time(broker: BrokerProcess, topic: str) -> None:
@@ -324,6 +360,56 @@ def test_records_delete_moves_the_log_start_and_elections_report_each_partition(
     assert [(p["earliest_offset"], p["latest_offset"]) for p in described["partitions"]] == [(3, 4), (4, 4)]
     outcomes = json.loads(ok("partitions", "elect-leaders", "--topic", "trimmed", "--json", "-b", broker.bootstrap))
     assert outcomes == {"trimmed-0": "not needed", "trimmed-1": "not needed"}
+
+
+def test_log_dirs_and_topic_sizes_count_the_bytes_on_disk(broker: BrokerProcess) -> None:
+    ok("topics", "create", "sized", "-p", "2", "-b", broker.bootstrap)
+    ok("produce", "sized", "-p", "1", "-b", broker.bootstrap, stdin=b"x" * 1000 + b"\n")
+    log_dirs = json.loads(ok("cluster", "log-dirs", "--topic", "sized", "--json", "-b", broker.bootstrap))
+    on_disk = {
+        r["partition"]: sum(f.stat().st_size for f in Path(r["log_dir"], f"sized-{r['partition']}").glob("*.log"))
+        for r in log_dirs["replicas"]
+    }
+    assert {r["partition"]: r["size_bytes"] for r in log_dirs["replicas"]} == on_disk
+    assert on_disk[0] == 0 and on_disk[1] > 1000
+    (volume,) = log_dirs["log_dirs"]
+    assert volume["broker"] == 0 and 0 < volume["usable_bytes"] <= volume["total_bytes"]
+    described = json.loads(ok("topics", "describe", "sized", "--json", "-b", broker.bootstrap))
+    assert [p["size_bytes"] for p in described["partitions"]] == [on_disk[0], on_disk[1]]
+    assert "size" in ok("topics", "describe", "sized", "-b", broker.bootstrap).splitlines()[1]
+
+
+def test_groups_delete_offsets_removes_them_but_not_while_a_member_reads(broker: BrokerProcess, topic: str) -> None:
+    ok("consume", topic, "--group", "pruned", "--offset", "earliest", "-n", "30", "-b", broker.bootstrap)
+    assert json.loads(ok("groups", "delete-offsets", "pruned", "--topic", f"{topic}:0,2", "--json",
+                         "-b", broker.bootstrap)) == {f"{topic}-0": "deleted", f"{topic}-2": "deleted"}  # fmt: skip
+    report = json.loads(ok("groups", "describe", "pruned", "--json", "-b", broker.bootstrap))
+    assert {p["partition"] for p in report["partitions"]} == {1}
+    member = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "pruned", "auto.offset.reset": "earliest"})
+    try:
+        member.subscribe([topic])
+        while not member.assignment():
+            member.poll(0.2)
+        line = one_line_error(barnabas("groups", "delete-offsets", "pruned", "--topic", topic, "-b", broker.bootstrap))
+        assert "GROUP_SUBSCRIBED_TO_TOPIC" in line, line
+    finally:
+        member.close()
+
+
+def test_partitions_reassign_moves_nothing_it_cannot_and_lists_moves(broker: BrokerProcess, tmp_path: Path) -> None:
+    ok("topics", "create", "moved", "-p", "2", "-b", broker.bootstrap)
+    assert ok("partitions", "reassign", "--topic", "moved", "-p", "1", "--replicas", "0", "--wait",
+              "-b", broker.bootstrap).strip() == "moved-1: done"  # fmt: skip
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "moved", "partition": 0, "replicas": [0]}]}))
+    assert json.loads(
+        ok("partitions", "reassign", "--file", str(plan), "--wait", "--json", "-b", broker.bootstrap)
+    ) == {"moved-0": "done"}
+    assert json.loads(ok("partitions", "reassignments", "--json", "-b", broker.bootstrap)) == {}
+    assert ok("partitions", "reassignments", "-b", broker.bootstrap).strip() == "no reassignment in progress"
+    line = one_line_error(barnabas("partitions", "reassign", "--topic", "moved", "-p", "0", "--replicas", "0,3",
+                                   "-b", broker.bootstrap))  # fmt: skip
+    assert line == "barnabas partitions: moved-0: broker 3 is not in the cluster (brokers: 0)", line
 
 
 # --- the broker's own lines ----------------------------------------------------------------------

@@ -39,6 +39,7 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.table import Table
 
+from . import log_dirs
 from ._client import add_connection, connect_admin, kafka_error
 from .errors import CliError
 from .topics import INTERNAL_TOPICS
@@ -161,6 +162,7 @@ def register(commands: Any) -> None:
     shown.add_argument("--internal", action="store_true", help="list internal topics' partitions too")
     status.add_argument("--json", action="store_true", help="print the status as JSON (every partition)")
     status.set_defaults(run=_status)
+    log_dirs.add_action(actions)
 
 
 # --- processes -------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from ._client import (
     positive_int,
 )
 from .errors import CliError
+from .input_format import split_template
 from .topics import existing_topic
 
 DEFAULT_FORMAT = "%v\\n"
@@ -33,7 +34,7 @@ POLL_S = 0.5
 #: Format tokens: what each is replaced by.
 TOKENS = {
     "t": "topic", "p": "partition", "o": "offset", "d": "timestamp (ms)", "k": "key", "v": "value",
-    "h": "headers (k=v,...)", "%": "a %",
+    "h": "headers (k=v,...)",
 }  # fmt: skip
 
 
@@ -41,7 +42,7 @@ def register(commands: Any) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
         "consume",
         help="print records of a topic",
-        description="Tokens for --format: " + ", ".join(f"%{k} {v}" for k, v in TOKENS.items()) + "; \\n and \\t.",
+        description="Tokens for --format: " + ", ".join(f"%{k} {v}" for k, v in TOKENS.items()) + "; %%, \\n and \\t.",
     )
     add_connection(parser)
     parser.add_argument("topic")
@@ -55,8 +56,8 @@ def register(commands: Any) -> None:
     )  # fmt: skip
     parser.add_argument("--from-beginning", action="store_true", help="the same as --offset earliest")
     parser.add_argument("--max-messages", "-n", type=positive_int, help="stop after this many records")
-    parser.add_argument("--print-key", action="store_true", help=f"the same as --format '{KEYED_FORMAT}'")
-    parser.add_argument("--format", "-f", help=f"how to print each record (default '{DEFAULT_FORMAT}')")
+    parser.add_argument("--print-key", action="store_true", help=f"the same as --format '{_escaped(KEYED_FORMAT)}'")
+    parser.add_argument("--format", "-f", help=f"how to print each record (default '{_escaped(DEFAULT_FORMAT)}')")
     parser.add_argument("--json", action="store_true", help="print each record as one JSON object")
     parser.add_argument(
         "--idle-timeout", type=positive_float, metavar="SECONDS", help="stop after this long without records"
@@ -162,28 +163,14 @@ def _start(consumer: Any, args: argparse.Namespace, partitions: list[int], where
     consumer.assign([TopicPartition(args.topic, p, o) for p, o in offsets.items()])
 
 
+def _escaped(text: str) -> str:
+    """``text`` for an argparse help string, which is %-formatted."""
+    return text.replace("%", "%%")
+
+
 def _template(args: argparse.Namespace) -> list[bytes | str]:
     """The --format as literal bytes and one-letter tokens, checked once."""
-    text = args.format or (KEYED_FORMAT if args.print_key else DEFAULT_FORMAT)
-    text = text.replace("\\n", "\n").replace("\\t", "\t")
-    pieces: list[bytes | str] = []
-    literal = bytearray()
-    position = 0
-    while position < len(text):
-        if text[position] != "%":
-            literal += text[position].encode()
-            position += 1
-            continue
-        token = text[position + 1 : position + 2]
-        if token not in TOKENS:
-            raise CliError(f"--format: unknown token %{token} (known: {', '.join('%' + t for t in TOKENS)})")
-        if token == "%":
-            literal += b"%"
-        else:
-            pieces += [bytes(literal), token]
-            literal = bytearray()
-        position += 2
-    return [*pieces, bytes(literal)]
+    return split_template(args.format or (KEYED_FORMAT if args.print_key else DEFAULT_FORMAT), TOKENS)
 
 
 def _render(message: Any, template: list[bytes | str], as_json: bool) -> bytes:

@@ -18,6 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from . import offset_delete
 from ._client import action_parser, add_connection, connect_admin, kafka_error, non_negative_int
 from .errors import CliError
 
@@ -50,6 +51,7 @@ def register(commands: Any) -> None:
     reset.add_argument("--json", action="store_true", help="print the plan as JSON")
     delete = action_parser(actions, "delete", help="delete an inactive group and its offsets")
     delete.add_argument("group")
+    offset_delete.add_action(actions)
     parser.set_defaults(run=run)
 
 
@@ -312,4 +314,7 @@ def _delete(admin: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-ACTIONS = {"list": _list, "describe": _describe, "reset-offsets": _reset_offsets, "delete": _delete}
+ACTIONS = {
+    "list": _list, "describe": _describe, "reset-offsets": _reset_offsets, "delete": _delete,
+    "delete-offsets": offset_delete.delete_offsets,
+}  # fmt: skip

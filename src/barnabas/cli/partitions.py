@@ -1,5 +1,5 @@
 """`barnabas partitions elect-leaders`: preferred or unclean leader elections (ElectLeaders,
-kafka-leader-election.sh).
+kafka-leader-election.sh); `reassign` and `reassignments` live in their own module.
 
 Without ``--topic`` every partition that needs an election gets one; with it, the named partitions
 (all of the topic's without ``--partition``). Each partition's outcome is one line; a partition
@@ -12,6 +12,7 @@ import argparse
 import json
 from typing import Any
 
+from . import reassign
 from ._client import action_parser, add_connection, connect_admin, kafka_error, non_negative_int
 from .errors import CliError
 from .topics import existing_topic
@@ -21,7 +22,7 @@ ELECTION_NOT_NEEDED = 84
 
 
 def register(commands: Any) -> None:
-    parser: argparse.ArgumentParser = commands.add_parser("partitions", help="leader elections")
+    parser: argparse.ArgumentParser = commands.add_parser("partitions", help="leader elections and replica moves")
     add_connection(parser)
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     elect = action_parser(actions, "elect-leaders", help="move leadership to preferred replicas (or elect unclean)")
@@ -29,7 +30,8 @@ def register(commands: Any) -> None:
     elect.add_argument("--partition", "-p", type=non_negative_int, action="append", help="with --topic")
     elect.add_argument("--type", choices=["preferred", "unclean"], default="preferred")
     elect.add_argument("--json", action="store_true", help="print each partition's outcome as JSON")
-    parser.set_defaults(run=run)
+    elect.set_defaults(run=run)
+    reassign.add_actions(actions)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ from rich.progress import Progress
 
 from ._client import add_connection, client_config, connect_admin, kafka_error, make_client, non_negative_int
 from .errors import CliError
+from .input_format import ParsedRecord, parse_template, read_records
 from .topics import existing_topic
 
 #: librdkafka's code for a record the broker refused (INVALID_RECORD).
@@ -31,12 +32,16 @@ def register(commands: Any) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
         "produce",
         help="produce records from stdin or generated ones",
-        description="Each stdin line is a record value (or KEY<sep>VALUE with --key-separator). "
-        "With --count, generate records instead, with a progress bar.",
+        description="Each stdin line is a record value (or KEY<sep>VALUE with --key-separator, or whatever "
+        "--format's template says). With --count, generate records instead, with a progress bar.",
     )
     add_connection(parser)
     parser.add_argument("topic")
     parser.add_argument("--key-separator", help="split each line into key and value at this string")
+    parser.add_argument(
+        "--format", "-f", metavar="TEMPLATE",
+        help="read records by a template: %%k key, %%v value, %%h headers k=v,..., %%p partition (e.g. '%%k %%v\\n')",
+    )  # fmt: skip
     parser.add_argument("--header", "-H", action="append", default=[], metavar="KEY=VALUE", help="add a header")
     parser.add_argument("--partition", "-p", type=non_negative_int, help="send every record to this partition")
     parser.add_argument("--count", type=non_negative_int, help="generate this many records instead of reading stdin")
@@ -67,12 +72,18 @@ class Tally:
 def run(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException, Producer
 
+    template = None
+    if args.format is not None:
+        if args.count is not None or args.key_separator is not None:
+            raise CliError("--format reads stdin by a template: it does not go with --count or --key-separator")
+        template = parse_template(args.format)
     admin = connect_admin(args)
     headers = _headers(args.header)
-    if args.partition is not None:
+    partitions = None
+    if args.partition is not None or (template is not None and "p" in template):
         partitions = len(existing_topic(admin, args.topic, args.timeout).partitions)
-        if args.partition >= partitions:
-            raise CliError(f"topic {args.topic} has no partition {args.partition} (it has {partitions})")
+    if args.partition is not None and partitions is not None and args.partition >= partitions:
+        raise CliError(f"topic {args.topic} has no partition {args.partition} (it has {partitions})")
     defaults = {
         "acks": args.acks, "compression.type": args.compression, "enable.idempotence": args.idempotent,
         "linger.ms": 5,
@@ -84,12 +95,20 @@ def run(args: argparse.Namespace) -> int:
         extra["partition"] = args.partition
     started = time.monotonic()
     try:
-        records = _generated(args) if args.count is not None else _stdin(args.key_separator)
-        for key, value in records:
-            _send(producer, key, value, topic=args.topic, extra=extra, tally=tally)
+        if template is not None:
+            for record in read_records(sys.stdin.buffer, template):
+                _send_parsed(producer, record, topic=args.topic, extra=extra, tally=tally, partitions=partitions)
+        else:
+            records = _generated(args) if args.count is not None else _stdin(args.key_separator)
+            for key, value in records:
+                _send(producer, key, value, topic=args.topic, extra=extra, tally=tally)
         producer.flush()
     except KafkaException as exc:
         raise kafka_error(exc) from None
+    except CliError:  # bad input part-way: what was read before it is sent and counted first
+        producer.flush()
+        _summarise(args, tally, time.monotonic() - started)
+        raise
     _summarise(args, tally, time.monotonic() - started)
     if tally.errors:
         raise CliError(f"{len(tally.errors)} records failed: {_explained(admin, args, tally.errors[0])}")
@@ -135,6 +154,20 @@ def _send(producer: Any, key: bytes | None, value: bytes, *, topic: str, extra: 
             return
         except BufferError:
             producer.poll(0.1)
+
+
+def _send_parsed(
+    producer: Any, record: ParsedRecord, *, topic: str, extra: dict[str, Any], tally: Tally, partitions: int | None
+) -> None:
+    """Send a record read by --format: its own headers after --header's, its own partition over --partition."""
+    own = dict(extra)
+    if record.headers:
+        own["headers"] = [*extra.get("headers", []), *record.headers]
+    if record.partition is not None:
+        if partitions is not None and record.partition >= partitions:
+            raise CliError(f"topic {topic} has no partition {record.partition} (it has {partitions})")
+        own["partition"] = record.partition
+    _send(producer, record.key, record.value, topic=topic, extra=own, tally=tally)
 
 
 def _summarise(args: argparse.Namespace, tally: Tally, seconds: float) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from . import log_dirs
 from ._client import action_parser, add_connection, connect_admin, kafka_error, positive_int
 from .errors import CliError
 
@@ -139,10 +140,15 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
     resource = ConfigResource(ResourceType.TOPIC, args.name)
     configs = admin.describe_configs([resource])[resource].result(args.timeout)
     overrides = {k: v.value for k, v in sorted(configs.items()) if not v.is_default}
+    brokers = admin.list_topics(timeout=args.timeout).brokers
+    sizes = log_dirs.describe_log_dirs(args, brokers, {args.name: [index for index, _ in partitions]})
+    replica_sizes = sizes.sizes(args.name)
     rows = [
         {
             "partition": index, "leader": p.leader, "replicas": list(p.replicas), "isr": list(p.isrs),
             "earliest_offset": earliest.get(index), "latest_offset": latest.get(index),
+            "size_bytes": replica_sizes.get(index, {}).get(p.leader),
+            "replica_size_bytes": {str(b): size for b, size in sorted(replica_sizes.get(index, {}).items())},
         }
         for index, p in partitions
     ]  # fmt: skip
@@ -156,14 +162,18 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
         "settings " + (", ".join(f"{k}={v}" for k, v in overrides.items()) or "(defaults)")
     )
     table = Table(box=None)
-    for column in ("partition", "leader", "replicas", "isr", "earliest", "latest"):
+    for column in ("partition", "leader", "replicas", "isr", "earliest", "latest", "size"):
         table.add_column(column)
     for row in rows:
+        size = row["size_bytes"]
         table.add_row(
             str(row["partition"]), str(row["leader"]), ",".join(map(str, row["replicas"])),
             ",".join(map(str, row["isr"])), _shown(row["earliest_offset"]), _shown(row["latest_offset"]),
+            "-" if size is None else log_dirs.human_bytes(size),
         )  # fmt: skip
     console.print(table)
+    if sizes.unanswered:
+        console.print(f"sizes unknown on brokers {', '.join(map(str, sorted(sizes.unanswered)))} (no answer)")
     return 0
 
 

@@ -5,6 +5,11 @@ DYNAMIC_TOPIC_CONFIG, otherwise the broker setting behind it (STATIC_BROKER_CONF
 in server.properties, the environment or a flag; DEFAULT_CONFIG otherwise), with that broker
 setting listed as a synonym when asked. Broker settings are read-only: dynamic broker config
 is not supported, so altering them gets INVALID_REQUEST with a message.
+
+Replication is never throttled here, so Kafka's replication-throttle settings are never set:
+deleting them (which kafka-reassign-partitions.sh --verify does for every broker and moved
+topic) succeeds with nothing to do, and setting them gets INVALID_CONFIG, as a throttle
+barnabas would not honour must not look accepted.
 """
 
 from __future__ import annotations
@@ -26,6 +31,15 @@ TOPIC = 2
 BROKER = 4
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+THROTTLE_TOPIC_CONFIGS = frozenset({"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"})
+THROTTLE_BROKER_CONFIGS = frozenset(
+    {
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+    }
+)
 
 
 def _topic_entries(
@@ -115,10 +129,25 @@ def handle_describe_configs(state: BrokerState, request: Request) -> bytes:
     return encode_response(request.header.correlation_id, response)
 
 
+def _without_throttles(operations: Any, throttles: frozenset[str]) -> list[Any]:
+    """The operations left once deletions of (never set) throttles are dropped; setting one is refused."""
+    kept = []
+    for op in operations:
+        if op.name not in throttles:
+            kept.append(op)
+        elif op.config_operation != DELETE:
+            raise TopicAdminError(
+                ErrorCode.invalid_config,
+                f"{op.name}: replication throttles are not supported (replication is never throttled)",
+            )
+    return kept
+
+
 def _apply_operations(state: BrokerState, current: dict[str, str], operations: Any) -> dict[str, str | None]:
     names = [op.name for op in operations]
     if len(names) != len(set(names)):
         raise TopicAdminError(ErrorCode.invalid_request, "A config name appears more than once")
+    operations = _without_throttles(operations, THROTTLE_TOPIC_CONFIGS)
     updated: dict[str, str | None] = dict(current)
     effective = resolve_topic_config(state.config, current)
     for op in operations:
@@ -165,7 +194,8 @@ async def handle_incremental_alter_configs(state: BrokerState, request: Request)
                     state, resource.resource_name, overrides, validate_only=bool(body.validate_only)
                 )
             elif resource.resource_type == BROKER:
-                raise TopicAdminError(ErrorCode.invalid_request, "Dynamic broker configs are not supported")
+                if _without_throttles(resource.configs, THROTTLE_BROKER_CONFIGS):
+                    raise TopicAdminError(ErrorCode.invalid_request, "Dynamic broker configs are not supported")
             else:
                 raise TopicAdminError(ErrorCode.invalid_request, f"Unsupported resource type {resource.resource_type}")
         except TopicAdminError as exc:

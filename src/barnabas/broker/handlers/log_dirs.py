@@ -1,0 +1,73 @@
+"""DescribeLogDirs (35): which partitions each of this broker's log dirs holds, and their sizes.
+
+Kafka's answer, as ``kafka-log-dirs.sh`` and ``Admin.describeLogDirs`` read it: one result per
+log dir with its absolute path, every replica in it (leader or follower) with its size in bytes
+and its offset lag (how far the log end is behind the high watermark, never negative), and from
+v4 the volume's total and usable bytes. Null topics means every partition; a requested partition
+this broker does not hold is left out, not an error.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from barnabas.protocol import ErrorCode, Request, encode_response
+
+from ..registry import ApiSpec
+from ..state import BrokerState
+from ._build import NO_THROTTLE, make, response_types
+
+API_KEY = 35
+
+
+def _wanted(topics: Iterable[Any] | None) -> set[tuple[str, int]] | None:
+    if topics is None:
+        return None
+    return {(t.topic, int(p)) for t in topics for p in t.partitions}
+
+
+def _dir_result(state: BrokerState, types: Any, log_dir: Path, wanted: set[tuple[str, int]] | None) -> Any:
+    by_topic: dict[str, list[Any]] = {}
+    for topic, partition in state.logs.partitions():
+        if state.logs.log_dir_of(topic, partition) != log_dir or (
+            wanted is not None and (topic, partition) not in wanted
+        ):
+            continue
+        partition_log = state.logs.get(topic, partition)
+        if partition_log is None:  # deleted since partitions() was read
+            continue
+        by_topic.setdefault(topic, []).append(
+            make(
+                types.DescribeLogDirsPartition,
+                partition_index=partition,
+                partition_size=partition_log.size_bytes,
+                offset_lag=max(partition_log.high_watermark - partition_log.log_end_offset, 0),
+                is_future_key=False,
+            )
+        )
+    topics = tuple(make(types.DescribeLogDirsTopic, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
+    usage = shutil.disk_usage(log_dir)
+    return make(
+        types.DescribeLogDirsResult,
+        error_code=ErrorCode.none,
+        log_dir=str(log_dir),
+        topics=topics,
+        total_bytes=usage.total,
+        usable_bytes=usage.free,
+    )
+
+
+def handle(state: BrokerState, request: Request) -> bytes:
+    types = response_types(API_KEY, request.header.api_version)
+    wanted = _wanted(request.body.topics)
+    results = tuple(_dir_result(state, types, log_dir, wanted) for log_dir in state.logs.log_dirs)
+    response = make(
+        types.DescribeLogDirsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, results=results
+    )
+    return encode_response(request.header.correlation_id, response)
+
+
+SPEC = ApiSpec(API_KEY, "DescribeLogDirs", 1, 4, handle)

@@ -1,0 +1,134 @@
+"""Kafka's own command-line tools (kafka-tools 4.4, from the jars bench/kafka-server/build.sh resolves) against
+a 3-broker barnabas cluster: kafka-log-dirs, kafka-consumer-groups --delete-offsets and
+kafka-reassign-partitions --execute/--verify, as an operator used to Kafka would run them. The barnabas
+commands for the same requests must agree with them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from tests.support.cluster import BrokerCluster
+
+pytestmark = pytest.mark.timeout(300)
+
+REPO = Path(__file__).resolve().parents[2]
+KAFKA_LIB = REPO / "bench" / "kafka-server" / "build" / "lib"
+TOOL_TIMEOUT_S = 120
+RECORDS = 200
+
+
+def kafka_tool(main_class: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run one of Kafka's tools (a short-lived JVM) to completion."""
+    if not any(KAFKA_LIB.glob("kafka-tools-*.jar")):
+        pytest.fail(f"Kafka's tools are not in {KAFKA_LIB}: bench/kafka-server/build.sh (make test) resolves them")
+    command = [
+        "java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+        "-cp", f"{KAFKA_LIB}{os.sep}*", main_class, *args,
+    ]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
+
+
+def barnabas(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "barnabas", *args], capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False
+    )
+
+
+@pytest.fixture
+def cluster(cluster_factory: Callable[..., BrokerCluster], tmp_path: Path) -> BrokerCluster:
+    """Three brokers and topic `tools` (2 partitions, RF 3) holding RECORDS acknowledged records."""
+    started = cluster_factory(tmp_path, 3).start()
+    started.create_topic("tools", 2, 3)
+    producer = Producer({"bootstrap.servers": started.bootstrap, "acks": "all"})
+    for i in range(RECORDS):
+        producer.produce("tools", key=str(i).encode(), value=b"v" * 100)
+    assert producer.flush(30) == 0
+    return started
+
+
+def test_kafka_log_dirs_tool_and_barnabas_report_the_same_replicas_and_sizes(cluster: BrokerCluster) -> None:
+    tool = kafka_tool(
+        "org.apache.kafka.tools.LogDirsCommand", "--bootstrap-server", cluster.bootstrap, "--describe",
+        "--topic-list", "tools",
+    )  # fmt: skip
+    assert tool.returncode == 0, tool.stderr
+    report = json.loads(tool.stdout.strip().splitlines()[-1])
+    from_kafka = {
+        (entry["broker"], partition["partition"]): partition["size"]
+        for entry in report["brokers"]
+        for log_dir in entry["logDirs"]
+        for partition in log_dir["partitions"]
+    }
+    assert set(from_kafka) == {(b, f"tools-{p}") for b in range(3) for p in range(2)}
+    for p in range(2):  # acks=all: every replica holds the same batches, byte for byte
+        sizes = {from_kafka[(b, f"tools-{p}")] for b in range(3)}
+        assert len(sizes) == 1 and sizes.pop() > 0
+    ours = barnabas("cluster", "log-dirs", "-b", cluster.bootstrap, "--topic", "tools", "--json")
+    assert ours.returncode == 0, ours.stderr
+    from_barnabas = {
+        (r["broker"], f"{r['topic']}-{r['partition']}"): r["size_bytes"] for r in json.loads(ours.stdout)["replicas"]
+    }
+    assert from_barnabas == from_kafka
+
+
+def test_kafka_consumer_groups_tool_deletes_a_groups_offsets(cluster: BrokerCluster) -> None:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "tools-group"})
+    consumer.commit(offsets=[TopicPartition("tools", 0, 5), TopicPartition("tools", 1, 7)], asynchronous=False)
+    consumer.close()
+    tool = kafka_tool(
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", "--bootstrap-server", cluster.bootstrap,
+        "--delete-offsets", "--group", "tools-group", "--topic", "tools:0",
+    )  # fmt: skip
+    assert tool.returncode == 0, tool.stderr
+    assert "Successful" in tool.stdout, tool.stdout
+    described = barnabas("groups", "describe", "tools-group", "-b", cluster.bootstrap, "--json")
+    assert described.returncode == 0, described.stderr
+    left = {(row["topic"], row["partition"]) for row in json.loads(described.stdout)["partitions"]}
+    assert left == {("tools", 1)}
+
+
+def test_kafka_reassign_partitions_tool_executes_and_verifies_a_move(cluster: BrokerCluster, tmp_path: Path) -> None:
+    metadata = cluster.metadata()
+    current = list(metadata.topics["tools"].partitions[0].replicas)
+    target = [current[1], current[2]]  # drop one replica: the tool's plan moves tools-0 onto two brokers
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "tools", "partition": 0, "replicas": target}]}))
+    reassign = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+    executed = kafka_tool(reassign, "--bootstrap-server", cluster.bootstrap, "--execute", "--reassignment-json-file",
+                          str(plan))  # fmt: skip
+    assert executed.returncode == 0, executed.stderr
+    assert "Successfully started partition reassignment for tools-0" in executed.stdout, executed.stdout
+    cluster.wait_for(
+        lambda md: list(md.topics["tools"].partitions[0].replicas) == target, "tools-0 on its two new replicas"
+    )
+    verified = kafka_tool(reassign, "--bootstrap-server", cluster.bootstrap, "--verify", "--reassignment-json-file",
+                          str(plan))  # fmt: skip
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "Reassignment of partition tools-0 is completed" in verified.stdout, verified.stdout
+
+
+def test_log_dirs_names_a_broker_that_does_not_answer(
+    cluster_factory: Callable[..., BrokerCluster], tmp_path: Path
+) -> None:
+    """A broker that is stopped but still registered (a 30 s session) is named; the other's replicas still count."""
+    cluster = cluster_factory(tmp_path, 2, None, {"broker.session.timeout.ms": "30000"}).start()
+    cluster.create_topic("paused", 1, 2)
+    cluster.brokers[1].pause()
+    try:
+        done = barnabas("cluster", "log-dirs", "-b", cluster.brokers[0].bootstrap, "--timeout", "3", "--json")
+    finally:
+        cluster.brokers[1].resume()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.strip().startswith("barnabas cluster: 1 brokers did not answer, e.g. broker 1: "), done.stderr
+    report = json.loads(done.stdout)
+    assert {(r["broker"], r["topic"]) for r in report["replicas"]} >= {(0, "paused")}
+    assert {r["broker"] for r in report["replicas"]} == {0}
+    assert set(report["unanswered"]) == {"1"}
