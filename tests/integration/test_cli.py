@@ -270,6 +270,14 @@ def test_produce_by_a_template_reads_what_consume_writes_by_it(broker: BrokerPro
     assert one_line_error(done) == "barnabas produce: --format: record 2 ends before its %k"
 
 
+def test_pipeline_generate_sums_up_as_json(broker: BrokerProcess) -> None:
+    summary = json.loads(ok("pipeline", "generate", "telemetry", "-n", "20", "--topic", "generated", "--json",
+                            "-b", broker.bootstrap))  # fmt: skip
+    assert (summary["topic"], summary["readings"]) == ("generated", 20) and summary["seconds"] > 0
+    described = json.loads(ok("topics", "describe", "generated", "--json", "-b", broker.bootstrap))
+    assert sum(p["latest_offset"] for p in described["partitions"]) >= 20
+
+
 def test_consume_offsets_from_the_end_by_number_and_by_time(broker: BrokerProcess, topic: str) -> None:
     last = ok("consume", topic, "-p", "0", "-o", "-2", "-n", "2", "-f", "%o\\n", "-b", broker.bootstrap)
     assert last.split() == ["8", "9"]

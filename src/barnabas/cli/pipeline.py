@@ -9,6 +9,7 @@ resumes from the checkpoints there: the file sinks stay exactly-once across a cr
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import time
@@ -35,6 +36,7 @@ def register(commands: Any) -> None:
     add_connection(generate)
     _add_generator_options(generate)
     generate.add_argument("--readings", "-n", type=positive_int, required=True, help="distinct readings to produce")
+    generate.add_argument("--json", action="store_true", help="print the summary as JSON")
     generate.set_defaults(run=run_generate)
 
     run = actions.add_parser("run", help="run the Structured Streaming job (optionally generating first)")
@@ -102,7 +104,11 @@ def run_generate(args: argparse.Namespace) -> int:
     started = time.monotonic()
     _generate(args, args.readings)
     seconds = time.monotonic() - started
-    print(f"produced {args.readings} readings to {args.topic} in {seconds:.2f} s ({args.readings / seconds:,.0f}/s)")
+    if args.json:
+        print(json.dumps({"topic": args.topic, "readings": args.readings, "seconds": round(seconds, 3)}))
+    else:
+        rate = args.readings / seconds
+        print(f"produced {args.readings} readings to {args.topic} in {seconds:.2f} s ({rate:,.0f}/s)")
     return 0
 
 
