@@ -21,6 +21,7 @@ def broker_factory(tmp_path: Path) -> Iterator[type[BrokerProcess]]:
     def make(**kwargs: object) -> BrokerProcess:
         index = len(started)
         data_dir = Path(str(kwargs.pop("data_dir", tmp_path / f"broker-{index}")))
+        kwargs.setdefault("name", f"broker-{index}")  # its log and port files, even on another's data dir
         process = BrokerProcess(data_dir, **kwargs)  # type: ignore[arg-type]
         started.append(process)
         return process

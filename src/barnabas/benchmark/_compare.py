@@ -39,18 +39,16 @@ from ._disk import measure_disk
 from ._kafka import find_kafka_lib
 from ._latency import Histogram, LatencyJob, PacedProduceJob, latency_consumer_worker, paced_producer_worker
 from ._metadata_probe import MetadataJob, metadata_worker
+from ._names import CLUSTER_WORKLOADS, PRODUCTS, WORKLOADS
 from ._phases import WorkerGroup
 from ._runner import _CpuMeter, _Run
 from ._settings import BenchError, BenchSettings
 from ._system import busy_processes, environment
-from ._systems import PRODUCTS, RunningSystem, SystemSpec, build_system, not_applicable
+from ._systems import RunningSystem, SystemSpec, build_system, not_applicable
 
 __all__ = ["WORKLOADS", "CompareSettings", "run_compare"]
 
 MB = 1_000_000
-WORKLOADS = ("produce", "consume", "latency", "metadata")
-#: Workloads that run on clusters of several brokers too; the others on one broker only.
-CLUSTER_WORKLOADS = ("produce", "consume")
 _ADMIN_TIMEOUT_S = 60.0
 _TOPIC_READY_TIMEOUT_S = 180.0
 #: A latency run ends this long after its consumers last saw a record, even if some are missing.

@@ -22,9 +22,10 @@ from typing import Any
 
 from rich.table import Table
 
+from ._names import PRODUCTS
+
 __all__ = ["compare_markdown", "compare_rich_table", "compare_rows", "write_compare_report"]
 
-_PRODUCTS = ("barnabas", "kafka", "tansu")
 _NAMES = {"barnabas": "barnabas", "kafka": "Kafka", "tansu": "Tansu"}
 
 
@@ -90,7 +91,7 @@ def compare_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
         for phase_key, workload, unit, better, value_of in _workload_rows(report):
             values: dict[str, float | None] = {}
             states: dict[str, str] = {}
-            for product in _PRODUCTS:
+            for product in PRODUCTS:
                 system = on_topology.get(product)
                 if system is None:
                     continue

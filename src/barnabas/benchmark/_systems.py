@@ -29,9 +29,8 @@ from ._kafka import KafkaCluster
 from ._settings import BenchError
 from ._tansu import TansuBroker
 
-__all__ = ["PRODUCTS", "RunningSystem", "SystemSpec", "build_system", "not_applicable"]
+__all__ = ["RunningSystem", "SystemSpec", "build_system", "not_applicable"]
 
-PRODUCTS = ("barnabas", "kafka", "tansu")
 _NAMES = {"barnabas": "barnabas", "kafka": "Kafka", "tansu": "Tansu"}
 _CLUSTER_TIMEOUT_S = 60.0
 

@@ -309,6 +309,13 @@ class Broker:
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
 
+    @property
+    def bound_port(self) -> int:
+        """The port the listener is bound to (the one picked when the listener says port 0)."""
+        if self._server is None or not self._server.sockets:
+            raise RuntimeError("the broker is not listening")
+        return int(self._server.sockets[0].getsockname()[1])
+
     async def stop(self) -> None:
         """Controlled shutdown, then stop accepting, close connections and logs, release storage."""
         await self._controlled_shutdown()

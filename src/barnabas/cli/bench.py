@@ -115,8 +115,7 @@ def _fractions(text: str) -> tuple[float, ...]:
 
 
 def _register_compare(commands: Any) -> None:
-    from barnabas.benchmark._compare import WORKLOADS
-    from barnabas.benchmark._systems import PRODUCTS
+    from barnabas.benchmark._names import PRODUCTS, WORKLOADS
 
     parser: argparse.ArgumentParser = commands.add_parser(
         "compare",

@@ -6,12 +6,9 @@ import argparse
 import asyncio
 import logging
 import signal
+import sys
 from pathlib import Path
 from typing import Any
-
-from barnabas.config import ConfigError, load_broker_config
-from barnabas.coordination import CoordinationError
-from barnabas.log.errors import LogError
 
 from .errors import CliError
 
@@ -39,6 +36,10 @@ def register(commands: Any) -> None:
         help="any other setting, e.g. --set num.partitions=3 (repeatable)",
     )
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument(
+        "--port-file", type=Path, metavar="FILE",
+        help="once serving, write the listening port here (for --listen HOST:0; written whole, by a rename)",
+    )  # fmt: skip
     parser.set_defaults(run=run)
 
 
@@ -62,7 +63,22 @@ def _overrides(args: argparse.Namespace) -> dict[str, str]:
     return overrides
 
 
+def _without_test_data_generators() -> None:
+    """Keep hypothesis out of the broker process, before kio (the protocol schemas) is imported.
+
+    kio registers hypothesis strategies for its types whenever hypothesis can be imported: about
+    0.15 s of imports on every start wherever test dependencies are installed (the test harness
+    starts brokers there, and counts its start time in tenths of a second), for data a broker
+    never generates.
+    """
+    if "kio" not in sys.modules:
+        sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
+
+
 def run(args: argparse.Namespace) -> int:
+    _without_test_data_generators()
+    from barnabas.config import ConfigError, load_broker_config
+
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = load_broker_config(args.config, _overrides(args))
@@ -70,11 +86,24 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     import uvloop
 
-    return int(uvloop.run(_serve(config)))
+    return int(uvloop.run(_serve(config, args.port_file)))
 
 
-async def _serve(config: Any) -> int:
+def _write_port_file(path: Path, port: int) -> None:
+    """Write the port so that a reader never sees a partial file: a temporary file, then a rename."""
+    partial = path.with_name(path.name + ".partial")
+    try:
+        partial.write_text(f"{port}\n")
+        partial.replace(path)
+    except OSError as exc:
+        raise CliError(f"--port-file {path}: {exc.strerror or exc}") from None
+
+
+async def _serve(config: Any, port_file: Path | None = None) -> int:
     from barnabas.broker import Broker
+    from barnabas.config import ConfigError
+    from barnabas.coordination import CoordinationError
+    from barnabas.log.errors import LogError
 
     # Signals are handled from the start: a SIGTERM right after the "listening" line (or while
     # starting, which can wait for an old registration to expire) stops the broker cleanly.
@@ -99,6 +128,12 @@ async def _serve(config: Any) -> int:
         raise CliError(str(exc)) from None
     except OSError as exc:
         raise CliError(f"cannot start: {exc}") from None
+    if port_file is not None:
+        try:
+            _write_port_file(port_file, broker.bound_port)
+        except CliError:
+            await broker.stop()
+            raise
     await stopping.wait()
     log.info("stopping")
     await broker.stop()

@@ -1,0 +1,22 @@
+"""Real barnabas servers for tests: a process harness, a broker, a broker cluster, and a pytest plugin.
+
+Shipped with barnabas (as kazoo ships ``kazoo.testing``) so that any project can test against a real
+Kafka-compatible broker or replicated cluster, faults included, with no Docker and no JVM. The
+pytest fixtures (``barnabas_broker``, ``barnabas_bootstrap``, ``barnabas_topic``,
+``barnabas_cluster``) are in ``barnabas.testing.pytest_plugin``, which pytest loads on its own.
+"""
+
+from .broker import Broker
+from .cluster import FAST_FAILOVER, BrokerCluster
+from .process import ServerProcess, ServerStartError, line_logged, port_file_written, port_open
+
+__all__ = [
+    "FAST_FAILOVER",
+    "Broker",
+    "BrokerCluster",
+    "ServerProcess",
+    "ServerStartError",
+    "line_logged",
+    "port_file_written",
+    "port_open",
+]

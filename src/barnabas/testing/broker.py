@@ -1,0 +1,128 @@
+"""A real `barnabas broker` process for tests: started on a port it picks, restartable on the same port.
+
+The broker is the installed ``barnabas broker`` command run by this interpreter, bound to
+127.0.0.1. It is ready when it has written the port it listens on to its port file
+(``--port-file``), which it does once it serves; restarts keep that port, so clients that
+cached the address reconnect to the same broker.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .process import ServerProcess, port_file_written
+
+__all__ = ["Broker"]
+
+
+class Broker:
+    """One broker with its data dir, log file and (once started) port.
+
+    Args:
+        data_dir: the broker's log dir; its log, port file and properties file go beside it (DIR.log, ...).
+        broker_id: ``broker.id``.
+        coordination_url: ``coordination.url``; default an SQLite file beside ``data_dir``.
+        properties: broker settings by Kafka's names, written to a properties file.
+        extra_args: more ``barnabas broker`` arguments.
+        env: environment variables added to this process's.
+        name: the name of its files beside ``data_dir`` (NAME.log, NAME.port, NAME.properties); default
+            the data dir's name.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        broker_id: int = 0,
+        *,
+        coordination_url: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        extra_args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        host: str = "127.0.0.1",
+        start_timeout_s: float = 60.0,
+        name: str | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.broker_id = broker_id
+        self.coordination_url = coordination_url
+        self.properties = dict(properties or {})
+        self.extra_args = list(extra_args)
+        self.host = host
+        self.port = 0
+        # Beside the data dir, named after it unless ``name`` says otherwise: brokers never share a file.
+        files = self.data_dir.with_name(name or self.data_dir.name)
+        self.port_file = files.with_name(files.name + ".port")
+        self.properties_file = files.with_name(files.name + ".properties")
+        self.process = ServerProcess(
+            f"broker {broker_id}",
+            [],
+            log_path=files.with_name(files.name + ".log"),
+            ready=port_file_written(self.port_file),
+            env={"PYTHONUNBUFFERED": "1", **(env or {})},
+            start_timeout_s=start_timeout_s,
+        )
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        command = [
+            sys.executable, "-m", "barnabas", "broker", "--id", str(self.broker_id),
+            "--listen", f"{self.host}:{self.port}", "--data-dir", str(self.data_dir),
+            "--port-file", str(self.port_file),
+        ]  # fmt: skip
+        if self.coordination_url is not None:
+            command += ["--coordination", self.coordination_url]
+        if self.properties:
+            self.properties_file.parent.mkdir(parents=True, exist_ok=True)
+            self.properties_file.write_text("".join(f"{key}={value}\n" for key, value in self.properties.items()))
+            command += ["--config", str(self.properties_file)]
+        return command + self.extra_args
+
+    def launch(self) -> None:
+        """Start the process without waiting; ``wait_ready`` waits (a cluster starts its brokers together)."""
+        self.port_file.unlink(missing_ok=True)
+        self.process.command = self.command()
+        self.process.launch()
+
+    def wait_ready(self, deadline: float | None = None) -> None:
+        self.process.wait_ready(deadline)
+        self.port = int(self.port_file.read_text().strip())
+
+    def start(self) -> Broker:
+        """Start the broker and wait until it serves."""
+        self.launch()
+        self.wait_ready()
+        return self
+
+    def stop(self, timeout_s: float | None = None) -> int:
+        """A clean stop (SIGTERM); the exit code."""
+        return self.process.stop(timeout_s)
+
+    def kill(self) -> None:
+        """A crash (SIGKILL)."""
+        self.process.kill()
+
+    def pause(self) -> None:
+        """SIGSTOP: to clients and the cluster the broker hangs, holding its connections."""
+        self.process.pause()
+
+    def resume(self) -> None:
+        self.process.resume()
+
+    def restart(self) -> Broker:
+        self.stop()
+        return self.start()
+
+    @property
+    def running(self) -> bool:
+        return self.process.running
+
+    def log_text(self) -> str:
+        return self.process.log_text()
+
+    def tail(self, lines: int = 40) -> str:
+        return self.process.tail(lines)

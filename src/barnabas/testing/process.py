@@ -1,0 +1,203 @@
+"""One server process, run for a test or a local cluster: started, waited for, stopped, killed, paused.
+
+Every server the tests and ``barnabas cluster up`` run (a broker, etcd, ZooKeeper, PostgreSQL,
+Cassandra) is a ServerProcess with its own command and readiness check, so starting, waiting,
+stopping and reading the log are written once.
+
+Rules it keeps:
+
+- Output goes to a log file, never a pipe: a server outlives a reader that stopped reading (or a
+  parent that exited, for a detached cluster), and its log can be read after it is gone.
+- Ready means the ``ready`` check said so (a port file written, a line logged, a port open);
+  a process that exits while starting is an error carrying its log's last lines.
+- Processes are signalled by pid, never by name; a stop is SIGTERM and then, after the timeout,
+  SIGKILL; every process started is reaped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+__all__ = ["ServerProcess", "ServerStartError", "line_logged", "port_file_written", "port_open"]
+
+POLL_S = 0.01
+TAIL_BYTES = 64 * 1024
+
+
+class ServerStartError(RuntimeError):
+    """A server exited, or did not become ready in time, while starting."""
+
+
+class ServerProcess:
+    """A server process whose output is appended to ``log_path``."""
+
+    def __init__(
+        self,
+        name: str,
+        command: Sequence[str],
+        *,
+        log_path: Path,
+        ready: Callable[[ServerProcess], bool],
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        start_timeout_s: float = 60.0,
+        stop_timeout_s: float = 30.0,
+        new_session: bool = False,
+    ) -> None:
+        self.name = name
+        self.command = list(command)
+        self.log_path = log_path
+        self.ready = ready
+        self.env = dict(env or {})
+        self.cwd = cwd
+        self.start_timeout_s = start_timeout_s
+        self.stop_timeout_s = stop_timeout_s
+        self.new_session = new_session
+        self.proc: subprocess.Popen[bytes] | None = None
+        #: Where this run's output starts in the log file.
+        self.run_offset = 0
+
+    # --- life cycle --------------------------------------------------------------------------
+
+    def start(self) -> ServerProcess:
+        """Launch the process and wait until it is ready."""
+        self.launch()
+        self.wait_ready()
+        return self
+
+    def launch(self) -> None:
+        """Launch the process without waiting (``wait_ready`` waits): several can start at once."""
+        if self.running:
+            raise RuntimeError(f"{self.name} is already running (pid {self.pid})")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.run_offset = log.tell()
+            self.proc = subprocess.Popen(
+                self.command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env={**os.environ, **self.env}, cwd=self.cwd, start_new_session=self.new_session,
+            )  # fmt: skip
+
+    def wait_ready(self, deadline: float | None = None) -> None:
+        """Wait until ``ready`` holds, by ``deadline`` (monotonic) or the start timeout.
+
+        Raises:
+            ServerStartError: the process exited first, or the time ran out (it is then killed).
+        """
+        if deadline is None:
+            deadline = time.monotonic() + self.start_timeout_s
+        while not self.ready(self):
+            code = self.proc.poll() if self.proc is not None else -1
+            if code is not None:
+                raise ServerStartError(f"{self.name} exited with code {code} while starting:\n{self.tail()}")
+            if time.monotonic() >= deadline:
+                self.kill()
+                raise ServerStartError(f"{self.name} was not ready in time:\n{self.tail()}")
+            time.sleep(POLL_S)
+
+    def stop(self, timeout_s: float | None = None) -> int:
+        """SIGTERM, then SIGKILL if it has not exited within the timeout; the exit code (0 if not running)."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.resume()  # a paused process cannot act on SIGTERM
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(self.stop_timeout_s if timeout_s is None else timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL (a crash) and reap."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its sockets and files and does nothing until resumed."""
+        if not self.running:
+            raise RuntimeError(f"{self.name} is not running")
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT (harmless when not paused)."""
+        if self.running:
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGCONT)
+
+    def restart(self) -> ServerProcess:
+        self.stop()
+        return self.start()
+
+    # --- state -------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def log_text(self, *, this_run: bool = False) -> str:
+        """The log's text (every run's, or only the current run's)."""
+        try:
+            with self.log_path.open("rb") as log:
+                if this_run:
+                    log.seek(self.run_offset)
+                return log.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def tail(self, lines: int = 40) -> str:
+        """The last ``lines`` lines of the log."""
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(max(0, self.log_path.stat().st_size - TAIL_BYTES))
+                text = log.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+# --- readiness checks ----------------------------------------------------------------------------
+
+
+def port_file_written(path: Path) -> Callable[[ServerProcess], bool]:
+    """Ready once ``path`` holds a port (the server writes it whole, by a rename)."""
+
+    def ready(_: ServerProcess) -> bool:
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            return int(path.read_text().strip()) > 0
+        return False
+
+    return ready
+
+
+def line_logged(pattern: str | re.Pattern[str]) -> Callable[[ServerProcess], bool]:
+    """Ready once this run's log has a line matching ``pattern``."""
+    compiled = re.compile(pattern)
+    return lambda server: compiled.search(server.log_text(this_run=True)) is not None
+
+
+def port_open(host: str, port: int) -> Callable[[ServerProcess], bool]:
+    """Ready once ``host:port`` accepts a TCP connection."""
+
+    def ready(_: ServerProcess) -> bool:
+        try:
+            with socket.create_connection((host, port), timeout=0.2):
+                return True
+        except OSError:
+            return False
+
+    return ready

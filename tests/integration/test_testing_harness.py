@@ -1,0 +1,101 @@
+"""barnabas.testing's process harness on small real processes, and its Broker's port file and restarts."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from barnabas.testing import Broker, ServerProcess, ServerStartError, line_logged, port_open
+
+pytestmark = pytest.mark.timeout(120)
+
+SERVER = """
+import signal, socket, sys, time
+if "--ignore-term" in sys.argv:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+else:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen()
+print("serving on", listener.getsockname()[1], flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def server(tmp_path: Path, *args: str, ready: object = None, start_timeout_s: float = 30.0) -> ServerProcess:
+    return ServerProcess(
+        "toy", [sys.executable, "-c", SERVER, *args], log_path=tmp_path / "toy.log",
+        ready=ready or line_logged(r"serving on \d+"), start_timeout_s=start_timeout_s, stop_timeout_s=2,
+    )  # fmt: skip
+
+
+def process_state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_server_is_ready_once_its_line_is_logged_and_stops_on_sigterm(tmp_path: Path) -> None:
+    toy = server(tmp_path).start()
+    assert toy.running and "serving on" in toy.log_text(this_run=True)
+    assert toy.stop() == 3, "SIGTERM reached it and its handler's exit code came back"
+    assert not toy.running
+
+
+def test_a_server_that_ignores_sigterm_is_killed_after_the_stop_timeout(tmp_path: Path) -> None:
+    toy = server(tmp_path, "--ignore-term").start()
+    assert toy.stop() == -9
+
+
+def test_pause_stops_the_process_and_resume_continues_it(tmp_path: Path) -> None:
+    toy = server(tmp_path).start()
+    assert toy.pid is not None
+    toy.pause()
+    assert process_state(toy.pid) == "T"
+    toy.resume()
+    assert process_state(toy.pid) in ("S", "R")
+    toy.pause()
+    assert toy.stop() == 3, "a paused server is resumed so that it can act on SIGTERM"
+
+
+def test_a_server_that_exits_while_starting_is_an_error_with_its_log(tmp_path: Path) -> None:
+    dying = ServerProcess(
+        "dying", [sys.executable, "-c", "print('cannot bind: address in use'); raise SystemExit(7)"],
+        log_path=tmp_path / "dying.log", ready=line_logged("never"),
+    )  # fmt: skip
+    with pytest.raises(ServerStartError, match=r"dying exited with code 7 while starting:\ncannot bind"):
+        dying.start()
+
+
+def test_a_server_never_ready_is_killed_at_the_deadline(tmp_path: Path) -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    toy = server(tmp_path, ready=port_open("127.0.0.1", port), start_timeout_s=1)
+    with pytest.raises(ServerStartError, match="toy was not ready in time"):
+        toy.start()
+    assert not toy.running
+
+
+def test_every_run_appends_to_one_log_and_a_restart_is_a_new_run(tmp_path: Path) -> None:
+    toy = server(tmp_path).start()
+    toy.restart()
+    assert toy.log_text().count("serving on") == 2
+    assert toy.log_text(this_run=True).count("serving on") == 1
+    toy.stop()
+
+
+def test_a_broker_writes_its_port_file_and_restarts_on_the_same_port(tmp_path: Path) -> None:
+    broker = Broker(tmp_path / "data").start()
+    try:
+        port = broker.port
+        assert port > 0 and broker.port_file.read_text() == f"{port}\n"
+        assert f"listening on 127.0.0.1:{port}" in broker.log_text()
+        broker.kill()
+        broker.start()
+        assert broker.port == port
+    finally:
+        broker.stop()
