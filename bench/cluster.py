@@ -41,15 +41,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.contract.servers.etcd import EtcdServer  # noqa: E402
-from tests.contract.servers.zookeeper import ZooKeeperServer  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
-from tests.support.cluster import FAST_FAILOVER, BrokerCluster  # noqa: E402
 
 from barnabas.benchmark._phases import WorkerGroup  # noqa: E402
 from barnabas.benchmark._settings import BenchError, producer_config  # noqa: E402
 from barnabas.benchmark._system import CpuSample, busy_processes, environment, process_cpu_s  # noqa: E402
 from barnabas.benchmark._workers import ProduceJob, producer_worker  # noqa: E402
+from barnabas.testing import FAST_FAILOVER, Broker, BrokerCluster  # noqa: E402
+from barnabas.testing.servers.etcd import EtcdServer  # noqa: E402
+from barnabas.testing.servers.zookeeper import ZooKeeperServer  # noqa: E402
 
 BACKENDS = ("sqlite", "etcd", "zookeeper")
 MB = 1_000_000
@@ -138,13 +137,14 @@ class BrokerLogs:
     """Moves each broker's captured output into one file per broker, with markers between steps, and
     counts its warnings and errors by kind (numbers masked) with one example each."""
 
-    def __init__(self, directory: Path, brokers: list[BrokerProcess]) -> None:
+    def __init__(self, directory: Path, brokers: list[Broker]) -> None:
         self.directory = directory
         self.brokers = brokers
         directory.mkdir(parents=True, exist_ok=True)
         self.kinds: dict[str, dict[str, Any]] = {}
+        self.read_up_to: dict[int, int] = {}
 
-    def path(self, broker: BrokerProcess) -> Path:
+    def path(self, broker: Broker) -> Path:
         return self.directory / f"broker-{broker.broker_id}.log"
 
     def _count(self, broker_id: int, line: str) -> None:
@@ -162,12 +162,9 @@ class BrokerLogs:
         """Write out every broker's new output; return it, by broker id."""
         drained: dict[int, list[str]] = {}
         for broker in self.brokers:
-            lines: list[str] = []
-            while True:
-                try:
-                    lines.append(broker.output.popleft())
-                except IndexError:
-                    break
+            text = broker.log_text()
+            lines = text[self.read_up_to.get(broker.broker_id, 0) :].splitlines()
+            self.read_up_to[broker.broker_id] = len(text)
             for line in lines:
                 self._count(broker.broker_id, line)
             with self.path(broker).open("a") as out:
@@ -186,7 +183,7 @@ class BrokerLogs:
 
 
 def _dead_broker(cluster: BrokerCluster) -> str | None:
-    dead = [b.broker_id for b in cluster.brokers if b.proc is None or b.proc.poll() is not None]
+    dead = [b.broker_id for b in cluster.brokers if not b.running]
     return f"broker(s) {dead} exited" if dead else None
 
 
@@ -215,7 +212,7 @@ def throughput(cluster: BrokerCluster, topic: str, replication: int, acks: str, 
     try:
         group.add(producer_worker, ProduceJob(cluster.bootstrap, topic, acks, {}, RECORD_SIZE, seconds, None))
         group.wait_ready()
-        pids = {b.broker_id: b.proc.pid for b in cluster.brokers if b.proc is not None}
+        pids = {b.broker_id: b.process.pid for b in cluster.brokers if b.process.pid is not None}
         cpu_before = {i: process_cpu_s(pid) for i, pid in pids.items()}
         machine_before = CpuSample.take()
         began = group.release()
@@ -391,7 +388,7 @@ class FailoverProducer:
             self._reader.join(timeout=5)
 
 
-def restart(cluster: BrokerCluster, victim: BrokerProcess, timeout_s: float = 60.0) -> int:
+def restart(cluster: BrokerCluster, victim: Broker, timeout_s: float = 60.0) -> int:
     """Start the victim again once its old registration is gone; return how many starts failed."""
     cluster.wait_for(lambda md: victim.broker_id not in md.brokers, f"broker {victim.broker_id} unregistered")
     deadline = time.monotonic() + timeout_s
@@ -459,7 +456,6 @@ def failovers(cluster: BrokerCluster, kills: int, logs: BrokerLogs, debug: bool)
             controller = cluster.controller()
             victim = cluster.brokers[leader]
             steady = producer.latencies_between(healed, time.monotonic())
-            assert victim.proc is not None
             logs.drain(f"kill {index}: SIGKILL broker {leader} (leader of {FAILOVER_TOPIC}-0, controller {controller})")
             killed_wall = time.time()
             killed = time.monotonic()

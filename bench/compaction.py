@@ -40,10 +40,10 @@ from confluent_kafka.admin import (  # noqa: E402
     NewTopic,
     ResourceType,
 )
-from tests.support.broker_process import BrokerProcess  # noqa: E402
 
 from barnabas.log import LogConfig, LogManager  # noqa: E402
 from barnabas.protocol import Compression, build_record_batch  # noqa: E402
+from barnabas.testing import Broker  # noqa: E402
 
 T0 = 1_700_000_000_000
 VALUE_BYTES = 100
@@ -124,7 +124,7 @@ def produce_run(bootstrap: str, messages: int) -> dict[str, Any]:
 
 def produce_while_cleaning(megabytes: int, messages: int) -> dict[str, Any]:
     base = Path(tempfile.mkdtemp(prefix="bench-compaction-broker-"))
-    broker = BrokerProcess(
+    broker = Broker(
         base / "data",
         extra_args=["--set", "log.retention.check.interval.ms=100", "--set", "log.cleaner.backoff.ms=100"],
     ).start()
@@ -160,7 +160,7 @@ def produce_while_cleaning(megabytes: int, messages: int) -> dict[str, Any]:
     finally:
         broker.stop()
         shutil.rmtree(base, ignore_errors=True)
-    runs["cleaner_log"] = [line for line in broker.output if "barnabas.log.cleaner_manager" in line]
+    runs["cleaner_log"] = [line for line in broker.log_text().splitlines() if "barnabas.log.cleaner_manager" in line]
     return runs
 
 

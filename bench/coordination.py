@@ -24,14 +24,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.contract.servers.cassandra import CassandraServer, build_cassandra  # noqa: E402
-from tests.contract.servers.etcd import EtcdServer  # noqa: E402
-from tests.contract.servers.postgres import PostgresInstall, PostgresServer  # noqa: E402
-from tests.contract.servers.zookeeper import ZooKeeperServer  # noqa: E402
-
 from barnabas.coordination.selftest import SelfTestReport, run_selftest  # noqa: E402
+from barnabas.testing.servers.cassandra import CassandraServer, build_cassandra  # noqa: E402
+from barnabas.testing.servers.etcd import EtcdServer  # noqa: E402
+from barnabas.testing.servers.postgres import PostgresInstall, PostgresServer  # noqa: E402
+from barnabas.testing.servers.zookeeper import ZooKeeperServer  # noqa: E402
 
 BACKENDS = ("sqlite", "etcd", "zookeeper", "postgres", "cassandra")
+#: The Maven resolve of cassandra-all the tests use too.
+CASSANDRA_BUILD = ROOT / "tests" / "contract" / "servers" / "cassandra"
 
 
 @contextlib.contextmanager
@@ -57,7 +58,9 @@ def server_for(backend: str, base: Path) -> Iterator[tuple[str, float]]:
             install.cleanup(keep=False)
 
     elif backend == "cassandra":
-        cassandra = CassandraServer(base / "cassandra", build_cassandra()).start()
+        cassandra = CassandraServer(
+            base / "cassandra", build_cassandra(CASSANDRA_BUILD / "build.sh", CASSANDRA_BUILD / "build" / "lib")
+        ).start()
         url, stop = cassandra.url_for(), cassandra.stop
     else:
         raise SystemExit(f"unknown backend {backend!r}")

@@ -35,10 +35,9 @@ sys.path.insert(0, str(ROOT))
 
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
-from tests.support.cluster import BrokerCluster  # noqa: E402
 
 from barnabas.benchmark._system import environment  # noqa: E402
+from barnabas.testing import Broker, BrokerCluster  # noqa: E402
 
 MEMBERS = 10
 PARTITIONS = 12
@@ -173,7 +172,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="barnabas-groups-bench-") as tmp:
         base = Path(tmp)
         for delay in ("0", "3000"):
-            broker = BrokerProcess(base / f"single-{delay}", properties={"group.initial.rebalance.delay.ms": delay})
+            broker = Broker(base / f"single-{delay}", properties={"group.initial.rebalance.delay.ms": delay})
             broker.start()
             try:
                 rounds = args.rounds if delay == "0" else 1

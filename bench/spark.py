@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.spark.jvm_connector import SPARK_KAFKA_PACKAGE  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
+
+from barnabas.testing import Broker  # noqa: E402
 
 MB = 1_000_000
 TOPIC = "spark-bench"
@@ -199,7 +200,7 @@ def main() -> int:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="barnabas-spark-bench-") as tmp:
-        broker = BrokerProcess(Path(tmp) / "data").start()
+        broker = Broker(Path(tmp) / "data").start()
         try:
             produce_s = produce(broker.bootstrap, args.records, args.size, args.partitions)
             print(f"produced {args.records:,} records in {produce_s:.1f} s", flush=True)
@@ -211,10 +212,10 @@ def main() -> int:
                         raise SystemExit(f"{fmt} counted {rows} rows, expected {args.records}")
                 seconds: dict[str, list[float]] = {"barnabas": [], "kafka": []}
                 cpu: dict[str, list[dict[str, float]]] = {"barnabas": [], "kafka": []}
-                assert broker.proc is not None
+                assert broker.process.pid is not None
                 for run in range(args.runs):
                     for fmt in ("barnabas", "kafka") if run % 2 == 0 else ("kafka", "barnabas"):
-                        elapsed, used = read_once(spark, fmt, broker.bootstrap, broker.proc.pid)
+                        elapsed, used = read_once(spark, fmt, broker.bootstrap, broker.process.pid)
                         seconds[fmt].append(elapsed)
                         cpu[fmt].append(used)
                         print(f"run {run + 1}: {fmt} {elapsed:.2f} s, CPU s {used}", flush=True)

@@ -89,7 +89,7 @@ async def changed_keys_until(
 @pytest.fixture
 def cassandra_url(cassandra_server: CassandraServer) -> str:
     """A backend URL on a fresh keyspace of the shared node (started again if a test left it down)."""
-    if not cassandra_server.alive:
+    if not cassandra_server.running:
         cassandra_server.start()
     return cassandra_server.url_for()
 
@@ -436,7 +436,7 @@ def test_sessions_and_watches_across_a_server_crash(cassandra_server: CassandraS
     try:
         run(main())
     finally:
-        if not cassandra_server.alive:
+        if not cassandra_server.running:
             cassandra_server.start()
 
 

@@ -133,10 +133,10 @@ def crash_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServe
 @pytest.fixture
 def crashable(crash_server: EtcdServer) -> Iterator[EtcdServer]:
     """``crash_server``, running at the start of the test and again at its end."""
-    if not crash_server.alive:
+    if not crash_server.running:
         crash_server.start()
     yield crash_server
-    if not crash_server.alive:
+    if not crash_server.running:
         crash_server.start()
 
 
@@ -802,7 +802,7 @@ def test_leader_crash_keeps_sessions_commits_and_watches(etcd_cluster: EtcdClust
     try:
         print(run(scenario(), etcd_cluster))
     finally:
-        if not leader.alive:
+        if not leader.running:
             etcd_cluster.restart(leader)
 
 
@@ -837,5 +837,5 @@ def test_watch_on_a_killed_follower_fails_over_and_catches_up(etcd_cluster: Etcd
     try:
         run(scenario(), etcd_cluster)
     finally:
-        if not follower.alive:
+        if not follower.running:
             etcd_cluster.restart(follower)

@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
-from tests.contract.servers.zookeeper import ZooKeeperServer
+from barnabas.testing.servers.zookeeper import ZooKeeperServer
 from tests.support.cluster import BrokerCluster
 
 pytestmark = pytest.mark.timeout(300)

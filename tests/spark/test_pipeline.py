@@ -31,6 +31,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from barnabas.spark.pipeline.generator import Kind, Reading, Record, TelemetrySpec, telemetry
 from barnabas.spark.pipeline.produce import ensure_topics, produce
+from barnabas.testing import process_table
 from tests.support.broker_process import BrokerProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -117,18 +118,7 @@ def _sent_by_in_flight_writer(consumer: Any, out: Path, flying: dict[str, int]) 
 
 def _live_group_members(pgid: int) -> list[int]:
     """Pids in process group `pgid` that are not zombies (read from /proc)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
+    return [pid for pid, state, _, group in process_table() if group == pgid and state != "Z"]
 
 
 def _batch_ids(directory: Path) -> set[int]:

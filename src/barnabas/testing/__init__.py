@@ -8,15 +8,29 @@ pytest fixtures (``barnabas_broker``, ``barnabas_bootstrap``, ``barnabas_topic``
 
 from .broker import Broker
 from .cluster import FAST_FAILOVER, BrokerCluster
-from .process import ServerProcess, ServerStartError, line_logged, port_file_written, port_open
+from .process import (
+    ManagedServer,
+    ServerGroup,
+    ServerProcess,
+    ServerStartError,
+    free_ports,
+    line_logged,
+    port_file_written,
+    port_open,
+    process_table,
+)
 
 __all__ = [
     "FAST_FAILOVER",
     "Broker",
     "BrokerCluster",
+    "ManagedServer",
+    "ServerGroup",
     "ServerProcess",
     "ServerStartError",
+    "free_ports",
     "line_logged",
     "port_file_written",
     "port_open",
+    "process_table",
 ]

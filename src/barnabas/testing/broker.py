@@ -12,12 +12,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .process import ServerProcess, port_file_written
+from .process import ManagedServer, ServerProcess, port_file_written
 
 __all__ = ["Broker"]
 
 
-class Broker:
+class Broker(ManagedServer):
     """One broker with its data dir, log file and (once started) port.
 
     Args:
@@ -88,38 +88,10 @@ class Broker:
         self.process.command = self.command()
         self.process.launch()
 
-    def wait_ready(self, deadline: float | None = None) -> None:
-        self.process.wait_ready(deadline)
+    def wait_ready(self, timeout_s: float | None = None) -> None:
+        """Wait until it serves, then take the port it wrote."""
+        super().wait_ready(timeout_s)
         self.port = int(self.port_file.read_text().strip())
-
-    def start(self) -> Broker:
-        """Start the broker and wait until it serves."""
-        self.launch()
-        self.wait_ready()
-        return self
-
-    def stop(self, timeout_s: float | None = None) -> int:
-        """A clean stop (SIGTERM); the exit code."""
-        return self.process.stop(timeout_s)
-
-    def kill(self) -> None:
-        """A crash (SIGKILL)."""
-        self.process.kill()
-
-    def pause(self) -> None:
-        """SIGSTOP: to clients and the cluster the broker hangs, holding its connections."""
-        self.process.pause()
-
-    def resume(self) -> None:
-        self.process.resume()
-
-    def restart(self) -> Broker:
-        self.stop()
-        return self.start()
-
-    @property
-    def running(self) -> bool:
-        return self.process.running
 
     def log_text(self) -> str:
         return self.process.log_text()

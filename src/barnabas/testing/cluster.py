@@ -58,7 +58,7 @@ class BrokerCluster:
             broker.launch()
         deadline = time.monotonic() + self.start_timeout_s
         for broker in self.brokers:
-            broker.wait_ready(deadline)
+            broker.wait_ready(max(0.0, deadline - time.monotonic()))
         self.wait_for(lambda md: len(md.brokers) == len(self.brokers), "every broker registered")
         return self
 
@@ -167,5 +167,5 @@ class BrokerCluster:
             broker.launch()
         deadline = time.monotonic() + self.start_timeout_s
         for broker in stopped:
-            broker.wait_ready(deadline)
+            broker.wait_ready(max(0.0, deadline - time.monotonic()))
         self.wait_for(lambda md: len(md.brokers) == len(self.brokers), "every broker registered again")

@@ -23,10 +23,21 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Generic, Self, TypeVar
 
-__all__ = ["ServerProcess", "ServerStartError", "line_logged", "port_file_written", "port_open"]
+__all__ = [
+    "ManagedServer",
+    "ServerGroup",
+    "ServerProcess",
+    "ServerStartError",
+    "free_ports",
+    "line_logged",
+    "port_file_written",
+    "port_open",
+    "process_table",
+]
 
 POLL_S = 0.01
 TAIL_BYTES = 64 * 1024
@@ -51,6 +62,8 @@ class ServerProcess:
         start_timeout_s: float = 60.0,
         stop_timeout_s: float = 30.0,
         new_session: bool = False,
+        user: str | None = None,
+        stop_signal: int = signal.SIGTERM,
     ) -> None:
         self.name = name
         self.command = list(command)
@@ -61,6 +74,10 @@ class ServerProcess:
         self.start_timeout_s = start_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.new_session = new_session
+        #: Run as this user (a server that refuses root, such as PostgreSQL, under root).
+        self.user = user
+        #: What a clean stop sends (PostgreSQL's fast shutdown is SIGINT; SIGTERM waits for clients).
+        self.stop_signal = stop_signal
         self.proc: subprocess.Popen[bytes] | None = None
         #: Where this run's output starts in the log file.
         self.run_offset = 0
@@ -82,7 +99,7 @@ class ServerProcess:
             self.run_offset = log.tell()
             self.proc = subprocess.Popen(
                 self.command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env={**os.environ, **self.env}, cwd=self.cwd, start_new_session=self.new_session,
+                env={**os.environ, **self.env}, cwd=self.cwd, start_new_session=self.new_session, user=self.user,
             )  # fmt: skip
 
     def wait_ready(self, deadline: float | None = None) -> None:
@@ -103,17 +120,17 @@ class ServerProcess:
             time.sleep(POLL_S)
 
     def stop(self, timeout_s: float | None = None) -> int:
-        """SIGTERM, then SIGKILL if it has not exited within the timeout; the exit code (0 if not running)."""
+        """The stop signal (SIGTERM), then ``kill()`` if it has not exited in time; the exit code (0 if never run)."""
         if self.proc is None:
             return 0
         if self.proc.poll() is None:
-            self.resume()  # a paused process cannot act on SIGTERM
-            self.proc.send_signal(signal.SIGTERM)
+            self.resume()  # a paused process cannot act on the signal
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(self.stop_signal)
             try:
                 self.proc.wait(self.stop_timeout_s if timeout_s is None else timeout_s)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+                self.kill()
         return self.proc.returncode
 
     def kill(self) -> None:
@@ -170,6 +187,108 @@ class ServerProcess:
         return "\n".join(text.splitlines()[-lines:])
 
 
+class ManagedServer:
+    """What every server object built on one ServerProcess (``self.process``) offers: start, stop, crash, hang.
+
+    Subclasses set ``process`` and add what is particular to their server (addresses, probes, admin calls).
+    """
+
+    process: ServerProcess
+
+    @property
+    def running(self) -> bool:
+        return self.process.running
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    def launch(self) -> None:
+        """Start the process without waiting (members of a quorum need each other to become ready)."""
+        self.process.launch()
+
+    def wait_ready(self, timeout_s: float | None = None) -> None:
+        """Wait until ready (the process is killed, and its log is in the error, if it is not in time)."""
+        self.process.wait_ready(None if timeout_s is None else time.monotonic() + timeout_s)
+
+    def start(self, timeout_s: float | None = None) -> Self:
+        """Start and wait until ready."""
+        self.launch()
+        self.wait_ready(timeout_s)
+        return self
+
+    def stop(self, timeout_s: float | None = None) -> int:
+        """A clean stop (then SIGKILL if it lingers); the exit code. Ports and files are free afterwards."""
+        return self.process.stop(timeout_s)
+
+    def kill(self) -> None:
+        """SIGKILL and reap: a crash."""
+        self.process.kill()
+
+    def pause(self) -> None:
+        """SIGSTOP: it holds its connections and answers nothing until ``resume``."""
+        self.process.pause()
+
+    def resume(self) -> None:
+        self.process.resume()
+
+    def restart(self, timeout_s: float | None = None) -> Self:
+        """Stop if running, then start again on the same ports and data."""
+        self.process.stop()
+        return self.start(timeout_s)
+
+    def log_tail(self, lines: int = 60) -> str:
+        return f"---- {self.process.log_path} (last {lines} lines) ----\n" + self.process.tail(lines)
+
+
+Member = TypeVar("Member", bound=ManagedServer)
+
+
+class ServerGroup(Generic[Member]):
+    """Members of one quorum (an etcd cluster, a ZooKeeper ensemble): started together, faults per member."""
+
+    members: list[Member]
+
+    def start(self, timeout_s: float | None = None) -> Self:
+        """Launch every member (they need each other for a quorum), then wait for each; all stop on failure."""
+        for member in self.members:
+            member.launch()
+        try:
+            for member in self.members:
+                member.wait_ready(timeout_s)
+        except Exception:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for member in self.members:
+            member.stop()
+
+    def kill(self, member: Member) -> None:
+        member.kill()
+
+    def restart(self, member: Member, timeout_s: float | None = None) -> None:
+        member.restart(timeout_s)
+
+    def log_tails(self, lines: int = 30) -> str:
+        return "\n".join(member.log_tail(lines) for member in self.members)
+
+
+def process_table() -> Iterator[tuple[int, str, int, int]]:
+    """(pid, state, parent pid, process group) of every process in /proc now (those that vanish are skipped)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid pgrp ...": comm may contain spaces and parentheses.
+        state, ppid, pgrp = stat.rsplit(")", 1)[1].split()[:3]
+        yield int(entry.name), state, int(ppid), int(pgrp)
+
+
 # --- readiness checks ----------------------------------------------------------------------------
 
 
@@ -201,3 +320,21 @@ def port_open(host: str, port: int) -> Callable[[ServerProcess], bool]:
             return False
 
     return ready
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct ports nothing listens on right now (held open together, then closed).
+
+    A server that must be told its port in advance gets one of these; another process can take it
+    before the server binds, so callers retry a start that failed with "address already in use".
+    """
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((host, 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
