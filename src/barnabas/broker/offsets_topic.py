@@ -27,7 +27,7 @@ from barnabas.groups import GroupConfig, GroupCoordinator
 from barnabas.log import OffsetOutOfRangeError
 from barnabas.protocol import ErrorCode, build_record_batch, decode_batch_records, iter_batch_headers
 
-from .handlers.produce import append_partition
+from .partition_service import append_and_wait
 from .topic_admin import TopicAdminError, create_topic
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ class OffsetsTopic:
         state = self.state
         now_ms = state.now_ms()
         batch = build_record_batch(list(records), base_timestamp_ms=now_ms)
-        result = append_partition(state, OFFSETS_TOPIC, partition, batch, acks=-1, now_ms=now_ms)
+        result = append_and_wait(state, OFFSETS_TOPIC, partition, batch, acks=-1, now_ms=now_ms)
         if result.error_code != ErrorCode.none:
             return coordinator_error(ErrorCode(result.error_code))
         state.fetch_waiters.notify((OFFSETS_TOPIC, partition))

@@ -27,6 +27,7 @@ from barnabas.log import FileSlice
 from barnabas.log import errors as log_errors
 from barnabas.protocol import ErrorCode, FetchPartitionResult, Request, encode_fetch_response
 
+from ..partition_service import follower_identity, track_follower
 from ..registry import ApiSpec
 from ..state import BrokerState
 
@@ -37,27 +38,6 @@ def _error(
     index: int, code: ErrorCode, high_watermark: int = -1, log_start: int = -1
 ) -> FetchPartitionResult[FileSlice]:
     return FetchPartitionResult(index, code, high_watermark, high_watermark, log_start, ())
-
-
-def _track_follower(
-    state: BrokerState, topic_name: str, index: int, replica: tuple[int, int], fetch_offset: int
-) -> None:
-    leader = state.replicas.leader(topic_name, index) if state.replicas is not None else None
-    if leader is None:
-        return
-    replica_id, broker_epoch = replica
-    if leader.on_follower_fetch(replica_id, fetch_offset, state.now_ms(), broker_epoch):
-        state.fetch_waiters.notify((topic_name, index))  # consumers may read further now
-    replicas = state.replicas
-    joining = replicas is not None and not leader.state.in_sync(replica_id, broker_epoch)
-    if joining and replicas is not None and replica_id in leader.wants_to_join(state.brokers.epochs()):
-        replicas.poke_isr()
-
-
-def _replica(state: BrokerState, replica_id: int) -> tuple[int, int]:
-    """The fetching replica and the broker epoch it is registered in now (-1 if it is not)."""
-    info = state.brokers.live.get(replica_id)
-    return replica_id, info.epoch if info is not None else -1
 
 
 def _read_partition(
@@ -77,7 +57,7 @@ def _read_partition(
     partition_log = found.log
     fetch_offset = int(partition.fetch_offset)
     if replica is not None:
-        _track_follower(state, topic_name, index, replica, fetch_offset)
+        track_follower(state, topic_name, index, replica, fetch_offset)
     high_watermark = partition_log.high_watermark
     log_start = partition_log.log_start_offset
     max_bytes = min(int(partition.partition_max_bytes), limit)
@@ -135,7 +115,7 @@ async def handle(state: BrokerState, request: Request) -> list[bytes | memoryvie
     replica_id = int(getattr(body, "replica_id", -1))
     # The follower's incarnation is taken once, as the fetch arrives: a long poll re-reads its
     # partitions later, when the registration may already be a newer incarnation's.
-    replica = _replica(state, replica_id) if replica_id >= 0 else None
+    replica = follower_identity(state, replica_id) if replica_id >= 0 else None
     while True:
         results, total, errors = _read_all(state, body, max_bytes, replica)
         remaining = deadline - time.monotonic()

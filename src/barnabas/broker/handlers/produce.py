@@ -24,49 +24,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import logging
 from collections.abc import Awaitable
 from typing import NamedTuple
 
-from barnabas.log import PartitionLog, PendingAppend
-from barnabas.protocol import (
-    CorruptRecordError,
-    ErrorCode,
-    KafkaRecordError,
-    ProducePartitionResult,
-    Request,
-    encode_produce_response,
-)
+from barnabas.protocol import ErrorCode, ProducePartitionResult, Request, encode_produce_response
 
-from ..errors import error_code_for
+from ..partition_service import AppendStarted, append_failure, begin_append, finish_append, min_insync
 from ..registry import CLOSE_CONNECTION, ApiSpec, Response
 from ..replication import LeaderReplica
 from ..state import BrokerState
 
 API_KEY = 0
-log = logging.getLogger(__name__)
-
-
-def _failure(
-    index: int, code: ErrorCode, message: str | None = None, record_errors: tuple[tuple[int, str | None], ...] = ()
-) -> ProducePartitionResult:
-    return ProducePartitionResult(index, code, -1, -1, -1, message, record_errors)
-
-
-def _error_result(topic_name: str, index: int, exc: BaseException) -> ProducePartitionResult:
-    if isinstance(exc, CorruptRecordError):
-        log.warning("rejected a batch for %s-%d: %s", topic_name, index, exc)
-        return _failure(index, ErrorCode.corrupt_message, str(exc))
-    code = error_code_for(exc)
-    if code is ErrorCode.unknown_server_error or code is ErrorCode.kafka_storage_error:
-        log.error("append to %s-%d failed", topic_name, index, exc_info=exc)
-    record_errors = exc.record_errors if isinstance(exc, KafkaRecordError) else ()
-    return _failure(index, code, str(exc) or None, record_errors)
-
-
-def _min_insync(state: BrokerState, topic_name: str) -> int:
-    overrides = state.topics.topics[topic_name].config
-    return int(overrides.get("min.insync.replicas", state.config["min.insync.replicas"]))
 
 
 class _Wait(NamedTuple):
@@ -79,14 +47,6 @@ class _Wait(NamedTuple):
     required_offset: int
 
 
-class _Started(NamedTuple):
-    """An append under way: its log, its pending append, and the leader that accepted it (None without replication)."""
-
-    log: PartitionLog
-    append: PendingAppend
-    leader: LeaderReplica | None
-
-
 class _InFlight(NamedTuple):
     """An append whose write has not landed yet: where its result goes."""
 
@@ -94,66 +54,7 @@ class _InFlight(NamedTuple):
     partition_position: int
     topic_name: str
     partition: int
-    started: _Started
-
-
-def begin_partition(
-    state: BrokerState, topic_name: str, index: int, records: bytes | memoryview | None, *, acks: int, now_ms: int
-) -> ProducePartitionResult | _Started:
-    """Check one partition's batch and start appending it: a failure, or the append under way.
-
-    A writable view of the request frame is patched and written in place; anything else is copied first.
-    """
-    partition = state.leader_partition(topic_name, index)
-    if isinstance(partition, ErrorCode):
-        return _failure(index, partition)
-    partition_state, partition_log = partition.state, partition.log
-    if acks == -1:
-        min_isr = _min_insync(state, topic_name)
-        if len(partition_state.isr) < min_isr:
-            return _failure(
-                index,
-                ErrorCode.not_enough_replicas,
-                f"ISR has {len(partition_state.isr)} replicas, min.insync.replicas is {min_isr}",
-            )
-    buffer = records if isinstance(records, memoryview) and not records.readonly else bytearray(records or b"")
-    try:
-        pending = partition_log.begin_append_as_leader(buffer, partition_state.leader_epoch, now_ms)
-    except Exception as exc:
-        return _error_result(topic_name, index, exc)
-    leader = state.replicas.leader(topic_name, index) if state.replicas is not None else None
-    return _Started(partition_log, pending, leader)
-
-
-def finish_partition(state: BrokerState, topic_name: str, index: int, started: _Started) -> ProducePartitionResult:
-    """The result of a completed append; a successful one may move the high watermark and wakes fetches."""
-    append, leader = started.append, started.leader
-    if append.error is not None:
-        return _error_result(topic_name, index, append.error)
-    if leader is not None and not leader.resigned:
-        leader.maybe_advance_high_watermark()
-    result = append.result
-    if not result.duplicate:
-        state.fetch_waiters.notify((topic_name, index))
-    return ProducePartitionResult(
-        index, ErrorCode.none, result.base_offset, result.log_append_time_ms, result.log_start_offset
-    )
-
-
-def append_partition(
-    state: BrokerState, topic_name: str, index: int, records: bytes | None, *, acks: int, now_ms: int
-) -> ProducePartitionResult:
-    """Append one partition's batch and wait for the write (the coordinator's own records)."""
-    started = begin_partition(state, topic_name, index, records, acks=acks, now_ms=now_ms)
-    if isinstance(started, ProducePartitionResult):
-        return started
-    append = started.append
-    if not append.done:
-        if append.landed is not None:
-            with contextlib.suppress(BaseException):  # completing the append records its error
-                append.landed.result()
-        started.log.complete_appends(state.now_ms())
-    return finish_partition(state, topic_name, index, started)
+    started: AppendStarted
 
 
 def handle(state: BrokerState, request: Request) -> Response | Awaitable[Response]:
@@ -167,19 +68,19 @@ def handle(state: BrokerState, request: Request) -> Response | Awaitable[Respons
         partitions: list[ProducePartitionResult] = []
         for data in topic.partition_data:
             if acks not in (-1, 0, 1):
-                outcome = _failure(data.index, ErrorCode.invalid_required_acks)
+                outcome = append_failure(data.index, ErrorCode.invalid_required_acks)
             elif (known := state.topic(topic.name)) is not None and known.internal:
-                outcome = _failure(
+                outcome = append_failure(
                     data.index, ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic.name}"
                 )
             elif body.transactional_id is not None:
-                outcome = _failure(
+                outcome = append_failure(
                     data.index,
                     ErrorCode.transactional_id_authorization_failed,
                     "transactions are not supported yet",
                 )
             else:
-                started = begin_partition(state, topic.name, data.index, data.records, acks=acks, now_ms=now_ms)
+                started = begin_append(state, topic.name, data.index, data.records, acks=acks, now_ms=now_ms)
                 if isinstance(started, ProducePartitionResult):
                     outcome = started
                 elif started.append.done:
@@ -187,7 +88,7 @@ def handle(state: BrokerState, request: Request) -> Response | Awaitable[Respons
                     outcome = _settle(state, acks, waits, position, topic.name, data.index, started)
                 else:
                     in_flight.append(_InFlight(len(results), len(partitions), topic.name, data.index, started))
-                    outcome = _failure(data.index, ErrorCode.unknown_server_error)  # replaced once it lands
+                    outcome = append_failure(data.index, ErrorCode.unknown_server_error)  # replaced once it lands
             partitions.append(outcome)
         results.append((topic.name, partitions))
     if in_flight:
@@ -202,7 +103,7 @@ def _settle(  # noqa: PLR0917 - where the result goes and what it came from
     position: tuple[int, int],
     topic_name: str,
     index: int,
-    started: _Started,
+    started: AppendStarted,
 ) -> ProducePartitionResult:
     """A completed append's result; with acks=all, what it must wait for is added to ``waits``.
 
@@ -210,12 +111,12 @@ def _settle(  # noqa: PLR0917 - where the result goes and what it came from
     (Kafka's DelayedProduce answers NOT_LEADER_OR_FOLLOWER otherwise): a later leader may never
     have received it. The wait is for the end of this batch, or for a duplicate the log end.
     """
-    outcome = finish_partition(state, topic_name, index, started)
+    outcome = finish_append(state, topic_name, index, started)
     leader = started.leader
     if acks != -1 or outcome.error_code != ErrorCode.none or state.replicas is None:
         return outcome
     if leader is None or leader.resigned or state.replicas.leader(topic_name, index) is not leader:
-        return _failure(index, ErrorCode.not_leader_or_follower)
+        return append_failure(index, ErrorCode.not_leader_or_follower)
     result = started.append.result
     required = started.log.log_end_offset if result.duplicate else result.last_offset + 1
     if started.log.high_watermark < required:
@@ -279,10 +180,10 @@ async def _respond_when_replicated(
         outcome = partitions[item.partition_position]
         leader = item.leader
         code = await leader.wait_for_high_watermark(item.required_offset, timeout_s)
-        if code is ErrorCode.none and len(leader.isr) < _min_insync(state, item.topic_name):
+        if code is ErrorCode.none and len(leader.isr) < min_insync(state, item.topic_name):
             code = ErrorCode.not_enough_replicas_after_append
         if code is not ErrorCode.none:
-            partitions[item.partition_position] = _failure(outcome.partition_index, code)
+            partitions[item.partition_position] = append_failure(outcome.partition_index, code)
 
     await asyncio.gather(*(settle(item) for item in waits))
     return encode_produce_response(request.header.api_version, request.header.correlation_id, results)

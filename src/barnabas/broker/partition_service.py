@@ -1,0 +1,155 @@
+"""Appending to the partitions this broker leads and tracking their followers (Kafka's ReplicaManager part).
+
+What every writer of a led partition needs, whoever it is (the Produce handler, the group
+coordinator writing ``__consumer_offsets``, later the transaction coordinator), and what a
+follower's fetch tells its leader, live here rather than in one of the handlers:
+
+- ``begin_append`` checks a batch against the partition (leadership, ``min.insync.replicas`` for
+  acks=all) and starts the append: offsets are assigned at once, the segment write runs on the
+  log's writer thread;
+- ``finish_append`` turns a completed append into its result, lets the leader move the high
+  watermark, and wakes the fetches waiting on the partition;
+- ``append_and_wait`` does both for a caller that can block the event loop for one write (the
+  coordinator's own small records);
+- ``track_follower`` records a follower's fetch offset in the broker epoch it was registered in
+  when the fetch arrived: it may move the high watermark (waking consumers) and let the follower
+  back into the ISR.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import NamedTuple
+
+from barnabas.log import PartitionLog, PendingAppend
+from barnabas.protocol import CorruptRecordError, ErrorCode, KafkaRecordError, ProducePartitionResult
+
+from .errors import error_code_for
+from .replication import LeaderReplica
+from .state import BrokerState
+
+__all__ = [
+    "AppendStarted",
+    "append_and_wait",
+    "append_failure",
+    "begin_append",
+    "finish_append",
+    "follower_identity",
+    "min_insync",
+    "track_follower",
+]
+
+log = logging.getLogger(__name__)
+
+
+class AppendStarted(NamedTuple):
+    """An append under way: its log, its pending append, and the leader that accepted it (None without replication)."""
+
+    log: PartitionLog
+    append: PendingAppend
+    leader: LeaderReplica | None
+
+
+def append_failure(
+    index: int, code: ErrorCode, message: str | None = None, record_errors: tuple[tuple[int, str | None], ...] = ()
+) -> ProducePartitionResult:
+    return ProducePartitionResult(index, code, -1, -1, -1, message, record_errors)
+
+
+def _error_result(topic_name: str, index: int, exc: BaseException) -> ProducePartitionResult:
+    if isinstance(exc, CorruptRecordError):
+        log.warning("rejected a batch for %s-%d: %s", topic_name, index, exc)
+        return append_failure(index, ErrorCode.corrupt_message, str(exc))
+    code = error_code_for(exc)
+    if code is ErrorCode.unknown_server_error or code is ErrorCode.kafka_storage_error:
+        log.error("append to %s-%d failed", topic_name, index, exc_info=exc)
+    record_errors = exc.record_errors if isinstance(exc, KafkaRecordError) else ()
+    return append_failure(index, code, str(exc) or None, record_errors)
+
+
+def min_insync(state: BrokerState, topic_name: str) -> int:
+    """The topic's ``min.insync.replicas`` (its override, else the broker's)."""
+    overrides = state.topics.topics[topic_name].config
+    return int(overrides.get("min.insync.replicas", state.config["min.insync.replicas"]))
+
+
+def begin_append(
+    state: BrokerState, topic_name: str, index: int, records: bytes | memoryview | None, *, acks: int, now_ms: int
+) -> ProducePartitionResult | AppendStarted:
+    """Check one partition's batch and start appending it: a failure, or the append under way.
+
+    A writable view of the request frame is patched and written in place; anything else is copied first.
+    """
+    partition = state.leader_partition(topic_name, index)
+    if isinstance(partition, ErrorCode):
+        return append_failure(index, partition)
+    partition_state, partition_log = partition.state, partition.log
+    if acks == -1:
+        min_isr = min_insync(state, topic_name)
+        if len(partition_state.isr) < min_isr:
+            return append_failure(
+                index,
+                ErrorCode.not_enough_replicas,
+                f"ISR has {len(partition_state.isr)} replicas, min.insync.replicas is {min_isr}",
+            )
+    buffer = records if isinstance(records, memoryview) and not records.readonly else bytearray(records or b"")
+    try:
+        pending = partition_log.begin_append_as_leader(buffer, partition_state.leader_epoch, now_ms)
+    except Exception as exc:
+        return _error_result(topic_name, index, exc)
+    leader = state.replicas.leader(topic_name, index) if state.replicas is not None else None
+    return AppendStarted(partition_log, pending, leader)
+
+
+def finish_append(state: BrokerState, topic_name: str, index: int, started: AppendStarted) -> ProducePartitionResult:
+    """The result of a completed append; a successful one may move the high watermark and wakes fetches."""
+    append, leader = started.append, started.leader
+    if append.error is not None:
+        return _error_result(topic_name, index, append.error)
+    if leader is not None and not leader.resigned:
+        leader.maybe_advance_high_watermark()
+    result = append.result
+    if not result.duplicate:
+        state.fetch_waiters.notify((topic_name, index))
+    return ProducePartitionResult(
+        index, ErrorCode.none, result.base_offset, result.log_append_time_ms, result.log_start_offset
+    )
+
+
+def append_and_wait(
+    state: BrokerState, topic_name: str, index: int, records: bytes | None, *, acks: int, now_ms: int
+) -> ProducePartitionResult:
+    """Append one partition's batch and wait for the write (the coordinator's own records)."""
+    started = begin_append(state, topic_name, index, records, acks=acks, now_ms=now_ms)
+    if isinstance(started, ProducePartitionResult):
+        return started
+    append = started.append
+    if not append.done:
+        if append.landed is not None:
+            with contextlib.suppress(BaseException):  # completing the append records its error
+                append.landed.result()
+        started.log.complete_appends(state.now_ms())
+    return finish_append(state, topic_name, index, started)
+
+
+def follower_identity(state: BrokerState, replica_id: int) -> tuple[int, int]:
+    """The fetching replica and the broker epoch it is registered in now (-1 if it is not)."""
+    info = state.brokers.live.get(replica_id)
+    return replica_id, info.epoch if info is not None else -1
+
+
+def track_follower(
+    state: BrokerState, topic_name: str, index: int, replica: tuple[int, int], fetch_offset: int
+) -> None:
+    """A follower fetched from ``fetch_offset``: its progress may move the high watermark or bring it into the ISR."""
+    replicas = state.replicas
+    leader = replicas.leader(topic_name, index) if replicas is not None else None
+    if replicas is None or leader is None:
+        return
+    replica_id, broker_epoch = replica
+    if leader.on_follower_fetch(replica_id, fetch_offset, state.now_ms(), broker_epoch):
+        state.fetch_waiters.notify((topic_name, index))  # consumers may read further now
+    joining = not leader.state.in_sync(replica_id, broker_epoch)
+    if joining and replica_id in leader.wants_to_join(state.brokers.epochs()):
+        replicas.poke_isr()
