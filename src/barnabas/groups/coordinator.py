@@ -585,7 +585,8 @@ class GroupCoordinator:
         group.remove(member.member_id)
         if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance(group, reason)
-        elif group.is_in(GroupState.PREPARING_REBALANCE):
+        if group.is_in(GroupState.PREPARING_REBALANCE):
+            # Kafka's tryCompleteElseWatch: with every remaining member rejoined (or none left), at once.
             self._try_complete_join(group)
 
     # -- sessions --------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """One server process, run for a test or a local cluster: started, waited for, stopped, killed, paused.
 
-Every server the tests and ``barnabas cluster up`` run (a broker, etcd, ZooKeeper, PostgreSQL,
-Cassandra) is a ServerProcess with its own command and readiness check, so starting, waiting,
-stopping and reading the log are written once.
+Every server the tests, the benchmarks and the pytest plugin run (a broker, etcd, ZooKeeper,
+PostgreSQL, Cassandra) is a ServerProcess with its own command and readiness check, so starting,
+waiting, stopping and reading the log are written once.
 
 Rules it keeps:
 

@@ -7,7 +7,8 @@ Installed with barnabas (entry point ``pytest11``), so its fixtures are there wi
   (``@pytest.mark.barnabas_topic(partitions=3, config={...})`` shapes it);
 - ``barnabas_cluster``: a 3-broker cluster (replication factor 3, ``min.insync.replicas`` 2),
   shared by the session and healed after each test that used it: brokers the test killed,
-  paused or stopped are running and registered again before the next test.
+  paused or stopped are running and registered again before the next test. Topics stay for the
+  session: name them per test.
 
 No Docker and no JVM: the brokers are ``barnabas broker`` processes bound to 127.0.0.1 on ports
 they pick, with their data under pytest's temporary directory, which pytest-xdist gives every
