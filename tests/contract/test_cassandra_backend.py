@@ -28,13 +28,10 @@ from barnabas.coordination.backends.cassandra._connection import parse_url
 from barnabas.coordination.backends.cassandra._metastore import prefix_end
 from barnabas.coordination.backends.cassandra._session import Beat, lease_seconds, state_after
 from barnabas.coordination.errors import (
-    KeyExistsError,
-    NoSuchKeyError,
     SessionLostError,
     UnavailableError,
     VersionConflictError,
 )
-from barnabas.coordination.registry import open_metastore
 from tests.contract.servers.cassandra import CassandraServer
 
 T = TypeVar("T")
@@ -141,27 +138,6 @@ def test_prefix_end_and_lease_rounding() -> None:
 # -- keys and commits ----------------------------------------------------------------------
 
 
-def test_versions_count_from_one_and_restart_after_delete(cassandra_url: str) -> None:
-    async def main() -> None:
-        store = await open_metastore(cassandra_url)  # through the registry, as the broker does
-        try:
-            assert await store.get("k") is None
-            assert await store.commit([Check("k", 0)], [Put("k", b"a")]) == {"k": 1}
-            assert await store.commit([Check("k", 1)], [Put("k", b"b")]) == {"k": 2}
-            assert await store.commit([Check("k", None)], [Put("k", b"c")]) == {"k": 3}
-            assert await store.get("k") == Versioned(b"c", 3, None)
-            assert await store.commit([Check("k", 3)], [Delete("k")]) == {}
-            assert await store.get("k") is None
-            assert await store.commit([Check("k", 0)], [Put("k", b"")]) == {"k": 1}
-            assert await store.get("k") == Versioned(b"", 1, None)
-            assert await store.commit([Check("k", None)], [Delete("k")]) == {}
-            assert await store.get("k") is None
-        finally:
-            await store.close()
-
-    run(main())
-
-
 def test_list_is_a_prefix_range_in_key_order(cassandra_url: str) -> None:
     async def main() -> None:
         async with opened(cassandra_url) as store:
@@ -172,72 +148,6 @@ def test_list_is_a_prefix_range_in_key_order(cassandra_url: str) -> None:
             assert listed["a/1"] == Versioned(b"a/1", 1, None)
             assert list(await store.list("")) == sorted(keys)
             assert await store.list("zz") == {}
-
-    run(main())
-
-
-def test_every_conflict_is_reported_on_its_key(cassandra_url: str) -> None:
-    async def main() -> None:
-        async with opened(cassandra_url) as store:
-            await store.commit([Check("x", 0), Check("y", 0)], [Put("x", b"1"), Put("y", b"1")])
-            await store.commit([Check("x", 1)], [Put("x", b"2")])
-            with pytest.raises(KeyExistsError) as exists:
-                await store.commit([Check("x", 0)], [Put("x", b"no")])
-            assert exists.value.key == "x"
-            with pytest.raises(NoSuchKeyError) as missing:
-                await store.commit([Check("absent", None)], [Put("absent", b"no")])
-            assert missing.value.key == "absent"
-            with pytest.raises(NoSuchKeyError):
-                await store.commit([Check("absent", 3)], [Delete("absent")])
-            with pytest.raises(VersionConflictError) as stale:
-                await store.commit([Check("x", 1)], [Put("x", b"no")])
-            assert stale.value.key == "x"
-            # A check on a key the commit does not write still gates it.
-            with pytest.raises(VersionConflictError) as gated:
-                await store.commit([Check("y", 1), Check("x", 1)], [Put("y", b"no")])
-            assert gated.value.key == "x"
-            # Checks alone: nothing written, errors as above.
-            assert await store.commit([Check("x", 2), Check("y", None), Check("absent", 0)], []) == {}
-            with pytest.raises(KeyExistsError):
-                await store.commit([Check("y", 0)], [])
-            assert await store.get("x") == Versioned(b"2", 2, None)
-            assert await store.get("y") == Versioned(b"1", 1, None)
-
-    run(main())
-
-
-def test_a_commit_with_one_failing_check_applies_nothing(cassandra_url: str) -> None:
-    async def main() -> None:
-        async with opened(cassandra_url) as store:
-            await store.commit([Check("keep", 0), Check("gone", 0)], [Put("keep", b"1"), Put("gone", b"1")])
-            with pytest.raises(VersionConflictError) as failed:
-                await store.commit(
-                    [Check("keep", 1), Check("new", 0), Check("gone", 1), Check("late", 5)],
-                    [Put("keep", b"2"), Put("new", b"2"), Delete("gone"), Put("late", b"2")],
-                )
-            assert failed.value.key == "late"
-            assert await store.list("") == {
-                "gone": Versioned(b"1", 1, None),
-                "keep": Versioned(b"1", 1, None),
-            }
-
-    run(main())
-
-
-def test_uncovered_ops_are_value_errors(cassandra_url: str) -> None:
-    async def main() -> None:
-        async with opened(cassandra_url) as store:
-            with pytest.raises(ValueError):
-                await store.commit([], [Put("k", b"v")])
-            with pytest.raises(ValueError):
-                await store.commit([Check("other", 0)], [Put("k", b"v")])
-            with pytest.raises(ValueError):
-                await store.commit([Check("k", 0), Check("k", 0)], [Put("k", b"v")])
-            with pytest.raises(ValueError):
-                await store.commit([Check("k", 0)], [Delete("k")])
-            with pytest.raises(ValueError):
-                await store.commit([Check("k", 0)], [Put("k", b"v"), Put("k", b"w")])
-            assert await store.get("k") is None
 
     run(main())
 

@@ -37,7 +37,6 @@ from barnabas.coordination.backends.postgres import PostgresMetastore, PostgresS
 from barnabas.coordination.backends.postgres._connection import parse_url
 from barnabas.coordination.errors import (
     KeyExistsError,
-    NoSuchKeyError,
     SessionLostError,
     UnavailableError,
     VersionConflictError,
@@ -81,99 +80,6 @@ def own_server(postgres_install: PostgresInstall) -> Iterator[PostgresServer]:
 
 
 # -- keys, versions, commits -------------------------------------------------------------------
-
-
-def test_versions_and_every_conflict(postgres_server: PostgresServer) -> None:
-    async def scenario() -> None:
-        m = await open_backend(postgres_server.url_for())
-        try:
-            assert await m.get("a") is None
-            assert await m.commit([Check("a", 0)], [Put("a", b"1")]) == {"a": 1}
-            assert await m.commit([Check("a", 1)], [Put("a", b"2")]) == {"a": 2}
-            assert await m.commit([Check("a", None)], [Put("a", b"3")]) == {"a": 3}
-            assert await m.get("a") == Versioned(b"3", 3, None)
-
-            with pytest.raises(KeyExistsError) as exists:  # expected absent, is present
-                await m.commit([Check("a", 0)], [Put("a", b"x")])
-            assert exists.value.key == "a"
-            with pytest.raises(VersionConflictError) as stale:  # expected another version
-                await m.commit([Check("a", 2)], [Put("a", b"x")])
-            assert stale.value.key == "a" and not isinstance(stale.value, (KeyExistsError, NoSuchKeyError))
-            with pytest.raises(NoSuchKeyError) as missing:  # expected present at any version
-                await m.commit([Check("b", None)], [Put("b", b"x")])
-            assert missing.value.key == "b"
-            with pytest.raises(NoSuchKeyError):  # expected an exact version of an absent key
-                await m.commit([Check("b", 1)], [Delete("b")])
-            with pytest.raises(VersionConflictError):  # a failed check-only key blocks the commit
-                await m.commit([Check("a", 3), Check("guard", None)], [Put("a", b"x")])
-            assert await m.get("a") == Versioned(b"3", 3, None)
-
-            assert await m.commit([Check("a", 3)], [Delete("a")]) == {}
-            assert await m.get("a") is None
-            with pytest.raises(NoSuchKeyError):
-                await m.commit([Check("a", None)], [Delete("a")])
-            assert await m.commit([Check("a", 0)], [Put("a", b"again")]) == {"a": 1}  # restarts at 1
-            assert await m.commit([Check("a", 1)], []) == {}  # a check-only commit
-            assert await m.commit([], []) == {}
-        finally:
-            await m.close()
-
-    run(scenario(), postgres_server)
-
-
-def test_commit_is_atomic(postgres_server: PostgresServer) -> None:
-    async def scenario() -> None:
-        m = await open_backend(postgres_server.url_for())
-        try:
-            await m.commit([Check("x", 0), Check("y", 0)], [Put("x", b"x1"), Put("y", b"y1")])
-            before = await m.list("")
-            # Each commit writes three keys; one check fails (last, so the others were checked first).
-            failing_commits: list[tuple[list[Check], list[Put | Delete]]] = [
-                ([Check("x", 1), Check("new", 0), Check("y", 5)], [Put("x", b"x2"), Put("new", b"n"), Delete("y")]),
-                ([Check("x", 1), Check("new", 0), Check("y", 0)], [Put("x", b"x2"), Put("new", b"n"), Put("y", b"2")]),
-                (
-                    [Check("x", 1), Check("new", 0), Check("z", None)],
-                    [Put("x", b"x2"), Put("new", b"n"), Put("z", b"")],
-                ),
-                ([Check("x", 1), Check("new", 0), Check("z", 1)], [Put("x", b"x2"), Put("new", b"n")]),
-            ]
-            for checks, ops in failing_commits:
-                with pytest.raises(VersionConflictError) as conflict:
-                    await m.commit(checks, ops)
-                assert conflict.value.key == checks[-1].key
-                assert await m.list("") == before, "a failed commit applied something"
-
-            # Puts, deletes and creates of several keys land together, each with its version.
-            versions = await m.commit(
-                [Check("x", 1), Check("y", 1), Check("z", 0)], [Put("x", b"x2"), Delete("y"), Put("z", b"z1")]
-            )
-            assert versions == {"x": 2, "z": 1}
-            assert await m.list("") == {"x": Versioned(b"x2", 2), "z": Versioned(b"z1", 1)}
-        finally:
-            await m.close()
-
-    run(scenario(), postgres_server)
-
-
-def test_uncovered_ops_are_refused(postgres_server: PostgresServer) -> None:
-    async def scenario() -> None:
-        m = await open_backend(postgres_server.url_for())
-        try:
-            with pytest.raises(ValueError):
-                await m.commit([], [Put("a", b"1")])
-            with pytest.raises(ValueError):
-                await m.commit([Check("b", None)], [Put("a", b"1")])
-            with pytest.raises(ValueError):
-                await m.commit([Check("a", 0), Check("a", 0)], [Put("a", b"1")])
-            with pytest.raises(ValueError):
-                await m.commit([Check("a", 0)], [Put("a", b"1"), Put("a", b"2")])
-            with pytest.raises(ValueError):
-                await m.commit([Check("a", 0)], [Delete("a")])
-            assert await m.list("") == {}
-        finally:
-            await m.close()
-
-    run(scenario(), postgres_server)
 
 
 def test_list_is_prefix_ordered_and_bounded(postgres_server: PostgresServer) -> None:
@@ -622,22 +528,6 @@ def test_watch_resyncs_when_the_change_log_was_pruned(postgres_server: PostgresS
         finally:
             await watch.aclose()
             await m.close()
-
-    run(scenario(), postgres_server)
-
-
-def test_watch_ends_when_the_metastore_closes(postgres_server: PostgresServer) -> None:
-    async def scenario() -> None:
-        m = await open_backend(postgres_server.url_for())
-        watch = m.watch("")
-        assert await next_event(watch) == Resync()
-        waiting = asyncio.ensure_future(anext(watch))
-        await asyncio.sleep(0)
-        await m.close()
-        with pytest.raises(StopAsyncIteration):
-            await asyncio.wait_for(waiting, 5)
-        with pytest.raises(UnavailableError):
-            await anext(m.watch(""))
 
     run(scenario(), postgres_server)
 

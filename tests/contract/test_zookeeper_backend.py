@@ -35,16 +35,13 @@ from barnabas.coordination.api import (
     Versioned,
     WatchEvent,
 )
-from barnabas.coordination.backends.zookeeper import ZooKeeperMetastore, open_backend
+from barnabas.coordination.backends.zookeeper import open_backend
 from barnabas.coordination.backends.zookeeper._layout import key_of, node_name, parse_url
 from barnabas.coordination.errors import (
-    KeyExistsError,
-    NoSuchKeyError,
     SessionLostError,
     UnavailableError,
     VersionConflictError,
 )
-from barnabas.coordination.registry import open_metastore
 from tests.contract.servers.zookeeper import ZooKeeperEnsemble, ZooKeeperServer, free_ports
 from tests.contract.support import StateLog, eventually, next_event, run_scenario
 
@@ -126,102 +123,16 @@ def test_key_encoding_is_one_node_name_and_reversible() -> None:
 # -- versioned keys and commits -------------------------------------------------------------------
 
 
-def test_versions_and_every_conflict(zookeeper_server: ZooKeeperServer) -> None:
-    async def scenario() -> None:
-        m = await open_metastore(zookeeper_server.url_for())
-        assert isinstance(m, ZooKeeperMetastore)
-        try:
-            assert await m.get("k") is None
-            assert await m.commit([Check("k", 0)], [Put("k", b"v1")]) == {"k": 1}
-            assert await m.commit([Check("k", 1)], [Put("k", b"v2")]) == {"k": 2}
-            assert await m.commit([Check("k", None)], [Put("k", b"v3")]) == {"k": 3}
-            assert await m.get("k") == Versioned(b"v3", 3, None)
+def test_what_the_server_would_drop_is_refused_up_front(zookeeper_server: ZooKeeperServer) -> None:
+    """Past ZooKeeper's request limit (jute.maxbuffer, 1 MB) the server drops the connection; an empty key or
+    a negative version has no znode form: refused before sending. (Uncovered ops are the shared contract's.)"""
 
-            with pytest.raises(KeyExistsError) as exists:
-                await m.commit([Check("k", 0)], [Put("k", b"x")])
-            assert exists.value.key == "k"
-            with pytest.raises(VersionConflictError) as stale:
-                await m.commit([Check("k", 2)], [Put("k", b"x")])
-            assert stale.value.key == "k" and not isinstance(stale.value, KeyExistsError | NoSuchKeyError)
-            with pytest.raises(NoSuchKeyError) as missing:
-                await m.commit([Check("nope", 1)], [Put("nope", b"x")])
-            assert missing.value.key == "nope"
-            with pytest.raises(NoSuchKeyError):
-                await m.commit([Check("nope", None)], [Put("nope", b"x")])
-            with pytest.raises(NoSuchKeyError):
-                await m.commit([Check("nope", None)], [Delete("nope")])
-            with pytest.raises(VersionConflictError):
-                await m.commit([Check("k", 1)], [Delete("k")])
-            # Checks without an op on the key.
-            with pytest.raises(KeyExistsError):
-                await m.commit([Check("k", 0)], [])
-            with pytest.raises(NoSuchKeyError):
-                await m.commit([Check("nope", None)], [])
-            with pytest.raises(VersionConflictError):
-                await m.commit([Check("k", 7)], [])
-            assert await m.commit([Check("k", 3), Check("nope", 0)], []) == {}
-            assert await m.get("nope") is None  # the absence check (create+delete) left nothing
-            assert await m.get("k") == Versioned(b"v3", 3, None)
-
-            # Delete, then re-create: versions start again at 1.
-            assert await m.commit([Check("k", 3)], [Delete("k")]) == {}
-            assert await m.get("k") is None
-            assert await m.commit([Check("k", 0)], [Put("k", b"again")]) == {"k": 1}
-            assert await m.commit([Check("k", None)], [Delete("k")]) == {}
-            assert await m.commit([], []) == {}
-        finally:
-            await m.close()
-
-    run(scenario(), zookeeper_server)
-
-
-def test_commit_is_atomic_and_names_the_failed_key(zookeeper_server: ZooKeeperServer) -> None:
     async def scenario() -> None:
         m = await open_backend(zookeeper_server.url_for())
         try:
-            await m.commit([Check("a", 0), Check("b", 0)], [Put("a", b"a1"), Put("b", b"b1")])
-            before = await m.list("")
-            failing_commits = [
-                ([Check("a", 1), Check("b", 2), Check("c", 0)], [Put("a", b"x"), Put("b", b"x"), Put("c", b"x")], "b"),
-                ([Check("c", 0), Check("a", 1), Check("b", 0)], [Put("c", b"x"), Delete("a"), Put("b", b"x")], "b"),
-                ([Check("a", 1), Check("z", None)], [Put("a", b"x")], "z"),
-                ([Check("z", 0), Check("b", 1), Check("a", 0)], [Put("z", b"x"), Delete("b")], "a"),
-            ]
-            for checks, ops, failed in failing_commits:
-                with pytest.raises(VersionConflictError) as conflict:
-                    await m.commit(checks, ops)
-                assert conflict.value.key == failed
-                assert await m.list("") == before, "a failed commit applied something"
-            # All checks hold: every op applies at once, and the answer has each put key's version.
-            result = await m.commit(
-                [Check("a", 1), Check("b", None), Check("c", 0), Check("d", 0)],
-                [Put("a", b"a2"), Delete("b"), Put("c", b"c1")],
-            )
-            assert result == {"a": 2, "c": 1}
-            assert await m.list("") == {"a": Versioned(b"a2", 2), "c": Versioned(b"c1", 1)}
-        finally:
-            await m.close()
-
-    run(scenario(), zookeeper_server)
-
-
-def test_uncovered_ops_are_refused(zookeeper_server: ZooKeeperServer) -> None:
-    async def scenario() -> None:
-        m = await open_backend(zookeeper_server.url_for())
-        try:
-            for checks, ops in [
-                ([], [Put("a", b"x")]),
-                ([Check("b", 0)], [Put("a", b"x")]),
-                ([Check("a", 0), Check("a", 0)], [Put("a", b"x")]),
-                ([Check("a", 0)], [Put("a", b"x"), Put("a", b"y")]),
-                ([Check("a", 0)], [Delete("a")]),
-                ([Check("a", -1)], []),
-            ]:
+            for checks, ops in [([Check("a", -1)], []), ([Check("", 0)], [Put("", b"x")])]:
                 with pytest.raises(ValueError):
                     await m.commit(checks, ops)
-            with pytest.raises(ValueError):
-                await m.commit([Check("", 0)], [Put("", b"x")])
-            # Past the server's request limit the connection would be dropped: refused up front.
             with pytest.raises(ValueError):
                 await m.commit([Check("big", 0)], [Put("big", b"x" * 1_000_001)])
             assert await m.list("") == {}
@@ -622,20 +533,6 @@ def test_a_key_that_came_and_went_unseen_means_resync(zookeeper_server: ZooKeepe
             await events.aclose()
             await writer.close()
             await m.close()
-
-    run(scenario(), zookeeper_server)
-
-
-def test_watch_ends_when_the_metastore_closes(zookeeper_server: ZooKeeperServer) -> None:
-    async def scenario() -> None:
-        m = await open_backend(zookeeper_server.url_for())
-        events = m.watch("")
-        assert await next_event(events) == Resync()
-        waiting = asyncio.ensure_future(anext(events))
-        await asyncio.sleep(0)
-        await m.close()
-        with pytest.raises(StopAsyncIteration):
-            await asyncio.wait_for(waiting, 10)
 
     run(scenario(), zookeeper_server)
 

@@ -168,6 +168,8 @@ class Metastore(Protocol):
 
         Raises:
             VersionConflictError: a check failed (``key`` names one that failed); nothing applied.
+                KeyExistsError when the key was expected absent and exists, NoSuchKeyError when it
+                was expected to exist and does not, VersionConflictError itself for another version.
             SessionLostError: a put names a session that has ended (found out after sending, the
                 commit may have been applied, as with UnavailableError).
             ValueError: a put names a session of another metastore (a caller's bug).

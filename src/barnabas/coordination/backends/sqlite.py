@@ -34,7 +34,7 @@ from typing import TypeVar
 from urllib.parse import unquote, urlsplit
 
 from ..api import Changed, Check, Delete, Op, Put, Resync, SessionState, Versioned, WatchEvent, check_ops_covered
-from ..errors import SessionLostError, UnavailableError, VersionConflictError
+from ..errors import KeyExistsError, NoSuchKeyError, SessionLostError, UnavailableError, VersionConflictError
 from ._session import SessionBase
 
 __all__ = ["SqliteMetastore", "SqliteSession", "open_backend"]
@@ -213,7 +213,7 @@ class SqliteMetastore:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coordination-sqlite")
         self._connection: sqlite3.Connection | None = None
         self._sessions: dict[str, SqliteSession] = {}
-        self._watchers: set[tuple[str, asyncio.Queue[WatchEvent]]] = set()
+        self._watchers: set[tuple[str, asyncio.Queue[WatchEvent | None]]] = set()
         self._last_rev = 0
         self._poke = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -327,9 +327,7 @@ class SqliteMetastore:
                 current = int(row[0]) if row else 0
                 holds = current > 0 if check.version is None else current == check.version
                 if not holds:
-                    raise VersionConflictError(
-                        check.key, f"{check.key}: expected version {check.version}, found {current or 'absent'}"
-                    )
+                    raise _conflict(check, current)
             versions: dict[str, int] = {}
             for op in ops:
                 if isinstance(op, Delete):
@@ -410,7 +408,9 @@ class SqliteMetastore:
     # -- watches ----------------------------------------------------------------------------
 
     async def watch(self, prefix: str) -> AsyncGenerator[WatchEvent, None]:
-        queue: asyncio.Queue[WatchEvent] = asyncio.Queue()
+        if self._closing:
+            raise UnavailableError("the metastore is closed")
+        queue: asyncio.Queue[WatchEvent | None] = asyncio.Queue()
         entry = (prefix, queue)
         self._watchers.add(entry)
         try:
@@ -419,6 +419,8 @@ class SqliteMetastore:
                 pending = [await queue.get()]
                 while not queue.empty():
                     pending.append(queue.get_nowait())
+                if None in pending:  # the metastore closed
+                    return
                 if any(isinstance(event, Resync) for event in pending):
                     yield Resync()  # a resync covers whatever changes piled up with it
                 else:
@@ -465,6 +467,8 @@ class SqliteMetastore:
         if self._closed or self._closing:
             return
         self._closing = True
+        for _, queue in list(self._watchers):
+            queue.put_nowait(None)  # a watch ends when its metastore closes
         for session in list(self._sessions.values()):
             await session.close()
         for task in self._tasks:
@@ -496,3 +500,12 @@ def _lock_is_free(lock_path: Path) -> bool:
 
 async def open_backend(url: str) -> SqliteMetastore:
     return await SqliteMetastore.open(url)
+
+
+def _conflict(check: Check, current: int) -> VersionConflictError:
+    """The error for a failed check: the key exists though expected absent, is absent though expected, or moved on."""
+    if check.version == 0:
+        return KeyExistsError(check.key)
+    if current == 0:
+        return NoSuchKeyError(check.key)
+    return VersionConflictError(check.key, f"{check.key}: expected version {check.version}, found {current}")

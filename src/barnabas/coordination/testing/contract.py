@@ -120,28 +120,92 @@ async def check_conflicts_raise_the_right_errors(target: Target) -> None:
         assert await storage.get("c/a") == Versioned(b"1", 1, None), "failed writes changed nothing"
 
 
-async def check_commit_is_atomic(target: Target) -> None:
+async def check_every_conflict_is_its_own_error_on_its_key(target: Target) -> None:
+    """Each way a check can fail raises its own error naming the key, whether or not the key is written."""
     async with opened(target) as metastore:
-        await metastore.commit([Check("t/a", 0)], [Put("t/a", b"a")])
-        try:
-            await metastore.commit(
-                [Check("t/a", 1), Check("t/b", 0), Check("t/c", 5)],
-                [Put("t/a", b"a2"), Put("t/b", b"b"), Delete("t/c")],
-            )
-        except VersionConflictError as exc:
-            assert exc.key == "t/c", f"the failing check is t/c, the error names {exc.key}"
-        else:
-            raise AssertionError("a commit with a failing check succeeded")
-        assert await metastore.get("t/a") == Versioned(b"a", 1, None)
-        assert await metastore.get("t/b") is None
-        versions = await metastore.commit([Check("t/a", 1), Check("t/b", 0)], [Put("t/a", b"a2"), Put("t/b", b"b")])
-        assert versions == {"t/a": 2, "t/b": 1}
-        for checks, ops in (([], [Put("t/x", b"")]), ([Check("t/a", 0)], [Delete("t/a")])):
+        a, b, guard = "vc/a", "vc/b", "vc/guard"
+        assert await metastore.get(a) is None
+        assert await metastore.commit([Check(a, 0)], [Put(a, b"1")]) == {a: 1}
+        assert await metastore.commit([Check(a, 1)], [Put(a, b"2")]) == {a: 2}
+        assert await metastore.commit([Check(a, None)], [Put(a, b"3")]) == {a: 3}
+        failing: list[tuple[list[Check], list[Put | Delete], type[VersionConflictError], str]] = [
+            ([Check(a, 0)], [Put(a, b"x")], KeyExistsError, a),  # expected absent, is present
+            ([Check(a, 2)], [Put(a, b"x")], VersionConflictError, a),  # expected another version
+            ([Check(b, None)], [Put(b, b"x")], NoSuchKeyError, b),  # expected present at any version
+            ([Check(b, 1)], [Delete(b)], NoSuchKeyError, b),  # expected an exact version of an absent key
+            ([Check(a, 1)], [Delete(a)], VersionConflictError, a),
+            ([Check(a, 3), Check(guard, None)], [Put(a, b"x")], NoSuchKeyError, guard),  # a key not written gates it
+            ([Check(a, 0)], [], KeyExistsError, a),  # checks alone are an atomic assertion too
+            ([Check(b, None)], [], NoSuchKeyError, b),
+            ([Check(a, 7)], [], VersionConflictError, a),
+        ]
+        for checks, ops, error, key in failing:
+            try:
+                await metastore.commit(checks, ops)
+            except VersionConflictError as exc:
+                assert type(exc) is error, f"{checks} raised {type(exc).__name__}, not {error.__name__}"
+                assert exc.key == key, f"{type(exc).__name__} names {exc.key!r}, not {key!r}"
+            else:
+                raise AssertionError(f"{checks} with {ops} succeeded")
+        assert await metastore.get(a) == Versioned(b"3", 3, None), "failed commits changed nothing"
+        assert await metastore.commit([Check(a, 3), Check(b, 0)], []) == {}
+        assert await metastore.get(b) is None, "an absence check leaves nothing behind"
+        assert await metastore.commit([Check(a, 3)], [Delete(a)]) == {}
+        assert await metastore.get(a) is None
+        assert await metastore.commit([Check(a, 0)], [Put(a, b"")]) == {a: 1}, "a re-created key starts at 1"
+        assert await metastore.get(a) == Versioned(b"", 1, None)
+        assert await metastore.commit([Check(a, None)], [Delete(a)]) == {}
+        assert await metastore.commit([], []) == {}
+
+
+async def check_commit_is_atomic(target: Target) -> None:
+    """A commit with any failing check, first, middle or last, applies nothing and names that check's key."""
+    async with opened(target) as metastore:
+        a, b, c, z, new, late = (f"at/{name}" for name in ("a", "b", "c", "z", "new", "late"))
+        await metastore.commit([Check(a, 0), Check(b, 0)], [Put(a, b"a1"), Put(b, b"b1")])
+        before = await metastore.list("at/")
+        failing: list[tuple[list[Check], list[Put | Delete], str]] = [
+            ([Check(a, 1), Check(b, 2), Check(c, 0)], [Put(a, b"x"), Put(b, b"x"), Put(c, b"x")], b),
+            ([Check(c, 0), Check(a, 1), Check(b, 0)], [Put(c, b"x"), Delete(a), Put(b, b"x")], b),
+            ([Check(a, 1), Check(z, None)], [Put(a, b"x")], z),
+            (
+                [Check(a, 1), Check(new, 0), Check(b, 1), Check(late, 5)],
+                [Put(a, b"x"), Put(new, b"x"), Delete(b), Put(late, b"x")],
+                late,
+            ),
+        ]
+        for checks, ops, failed in failing:
+            try:
+                await metastore.commit(checks, ops)
+            except VersionConflictError as exc:
+                assert exc.key == failed, f"the failing check is {failed}, the error names {exc.key}"
+            else:
+                raise AssertionError("a commit with a failing check succeeded")
+            assert await metastore.list("at/") == before, "a failed commit applied something"
+        versions = await metastore.commit(
+            [Check(a, 1), Check(b, None), Check(c, 0), Check(z, 0)], [Put(a, b"a2"), Delete(b), Put(c, b"c1")]
+        )
+        assert versions == {a: 2, c: 1}, "a commit answers with each put key's new version"
+        assert await metastore.list("at/") == {a: Versioned(b"a2", 2, None), c: Versioned(b"c1", 1, None)}
+
+
+async def check_uncovered_ops_are_value_errors(target: Target) -> None:
+    """Every op needs one check on its key, and a key takes one op: anything else is the caller's bug."""
+    async with opened(target) as metastore:
+        refused: list[tuple[list[Check], list[Put | Delete]]] = [
+            ([], [Put("u/a", b"x")]),
+            ([Check("u/b", 0)], [Put("u/a", b"x")]),
+            ([Check("u/a", 0), Check("u/a", 0)], [Put("u/a", b"x")]),
+            ([Check("u/a", 0)], [Put("u/a", b"x"), Put("u/a", b"y")]),
+            ([Check("u/a", 0)], [Delete("u/a")]),
+        ]
+        for checks, ops in refused:
             try:
                 await metastore.commit(checks, ops)
             except ValueError:
                 continue
-            raise AssertionError("an op not covered by a check on its key was accepted")
+            raise AssertionError(f"{checks} with {ops} was accepted")
+        assert await metastore.list("u/") == {}, "a refused commit wrote something"
 
 
 async def check_list_is_scoped_to_the_prefix(target: Target) -> None:
@@ -393,6 +457,32 @@ async def check_watch_hints(target: Target) -> None:
             await watch.aclose()
 
 
+async def check_watch_ends_when_the_metastore_closes(target: Target) -> None:
+    """A watch parked for its next event ends (StopAsyncIteration) when its metastore closes; a new one is refused."""
+    metastore = await open_metastore(target.url)
+    watch = metastore.watch("")
+    try:
+        async with asyncio.timeout(target.notify_timeout_s):
+            assert isinstance(await anext(watch), Resync), "a watch starts with Resync"
+        waiting = asyncio.ensure_future(anext(watch))
+        await asyncio.sleep(0)  # parked in the watch before the close
+    finally:
+        await metastore.close()
+    try:
+        async with asyncio.timeout(target.notify_timeout_s):
+            await waiting
+    except StopAsyncIteration:
+        pass
+    else:
+        raise AssertionError("a watch went on after its metastore closed")
+    try:
+        await anext(metastore.watch(""))
+    except (UnavailableError, StopAsyncIteration):
+        pass
+    else:
+        raise AssertionError("a closed metastore started a watch")
+
+
 async def _converged(registry_state: dict[str, Any], expected: dict[str, Any], timeout_s: float, what: str) -> None:
     async def done() -> bool:
         return registry_state == expected
@@ -520,7 +610,9 @@ async def check_election_survives_server_leader_kill(target: Target) -> None:
 ALL_CHECKS: tuple[Callable[[Target], Awaitable[None]], ...] = (
     check_versions_start_at_one_and_grow_by_one,
     check_conflicts_raise_the_right_errors,
+    check_every_conflict_is_its_own_error_on_its_key,
     check_commit_is_atomic,
+    check_uncovered_ops_are_value_errors,
     check_list_is_scoped_to_the_prefix,
     check_ephemeral_keys_follow_their_session,
     check_killed_member_vanishes_within_its_ttl,
@@ -529,6 +621,7 @@ ALL_CHECKS: tuple[Callable[[Target], Awaitable[None]], ...] = (
     check_killed_leader_is_replaced,
     check_group_membership,
     check_watch_hints,
+    check_watch_ends_when_the_metastore_closes,
     check_listeners_converge,
     check_concurrent_storage_history_is_linearizable,
 )
