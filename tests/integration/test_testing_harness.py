@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -99,3 +100,15 @@ def test_a_broker_writes_its_port_file_and_restarts_on_the_same_port(tmp_path: P
         assert broker.port == port
     finally:
         broker.stop()
+
+
+def test_a_port_file_that_cannot_be_written_stops_the_broker_with_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "barnabas", "broker", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "d"),
+         "--port-file", str(tmp_path / "missing" / "port")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == f"barnabas broker: --port-file {tmp_path / 'missing' / 'port'}: No such file or directory", last
+    assert "Traceback" not in done.stderr
