@@ -26,6 +26,17 @@ OUTAGE_S = 10.0
 _CONTROLLER_TERM = re.compile(r"broker (\d+) is the controller \(epoch (\d+)\)")
 
 
+def controller_terms(cluster: BrokerCluster, controller: int, timeout_s: float = 30.0) -> list[tuple[int, int]]:
+    """(epoch, broker) of every election the brokers logged, once ``controller`` has logged its own: the others
+    name it from the election key as soon as it is written, a moment before the winner logs that it won."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        terms = [(int(m[2]), int(m[1])) for b in cluster.brokers for m in _CONTROLLER_TERM.finditer(b.log_text())]
+        if controller in {broker for _, broker in terms} or time.monotonic() > deadline:
+            return terms
+        time.sleep(0.1)
+
+
 def agreed_controller(cluster: BrokerCluster, timeout_s: float = 30.0) -> int:
     """The controller every broker names, once they agree (views converge from watch hints)."""
     deadline = time.monotonic() + timeout_s
@@ -63,10 +74,11 @@ def test_brokers_ride_out_an_etcd_outage(tmp_path: Path, tmp_path_factory: pytes
             print(f"{result.acked_count} acked, {during} of them while etcd was down")
             assert not result.problems(), result.problems()
             assert during > 0, "produce stopped while coordination was down"
-            terms = [(int(m[2]), int(m[1])) for b in cluster.brokers for m in _CONTROLLER_TERM.finditer(b.log_text())]
+            controller = agreed_controller(cluster)
+            terms = controller_terms(cluster, controller)
             epochs = [epoch for epoch, _ in terms]
             assert terms and len(epochs) == len(set(epochs)), f"two controllers shared an epoch: {sorted(terms)}"
-            assert agreed_controller(cluster) in {broker for _, broker in terms}
+            assert controller in {broker for _, broker in terms}, f"{controller} never logged its election"
         finally:
             cluster.stop()
     finally:

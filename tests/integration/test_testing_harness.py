@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,14 @@ def process_state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
+def reaches_state(pid: int, states: tuple[str, ...], timeout_s: float = 10.0) -> str:
+    """The process's state once it is one of ``states`` (a signal takes effect when it is delivered)."""
+    deadline = time.monotonic() + timeout_s
+    while (state := process_state(pid)) not in states and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return state
+
+
 def test_a_server_is_ready_once_its_line_is_logged_and_stops_on_sigterm(tmp_path: Path) -> None:
     toy = server(tmp_path).start()
     assert toy.running and "serving on" in toy.log_text(this_run=True)
@@ -55,9 +64,9 @@ def test_pause_stops_the_process_and_resume_continues_it(tmp_path: Path) -> None
     toy = server(tmp_path).start()
     assert toy.pid is not None
     toy.pause()
-    assert process_state(toy.pid) == "T"
+    assert reaches_state(toy.pid, ("T",)) == "T"
     toy.resume()
-    assert process_state(toy.pid) in ("S", "R")
+    assert reaches_state(toy.pid, ("S", "R")) in ("S", "R")
     toy.pause()
     assert toy.stop() == 3, "a paused server is resumed so that it can act on SIGTERM"
 

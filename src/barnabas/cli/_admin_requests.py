@@ -1,6 +1,6 @@
 """The admin requests librdkafka has no API for, sent through kafka-python's admin client.
 
-DescribeLogDirs (to every broker), OffsetDelete (to the group's coordinator) and the partition
+OffsetDelete (to the group's coordinator) and the partition
 reassignment requests (to the controller) are routed and retried by kafka-python as Kafka's own
 Admin client routes them. Commands connect with ``connect_admin`` first, so an unreachable cluster
 is already one line by the time this client is made; its own log lines are silenced unless
@@ -18,12 +18,13 @@ from .errors import CliError
 __all__ = ["error_name", "python_admin"]
 
 
-def python_admin(args: argparse.Namespace) -> Any:
-    """A kafka-python KafkaAdminClient for ``--bootstrap``, bounded by ``--timeout``.
+def python_admin(args: argparse.Namespace, bootstrap: str | None = None) -> Any:
+    """A kafka-python KafkaAdminClient for ``bootstrap`` (default ``--bootstrap``), bounded by ``--timeout``.
 
     Raises:
         CliError: no broker answered.
     """
+    bootstrap = bootstrap or args.bootstrap
     from kafka.admin import KafkaAdminClient
     from kafka.errors import KafkaError
 
@@ -32,13 +33,13 @@ def python_admin(args: argparse.Namespace) -> Any:
     timeout_ms = int(args.timeout * 1000)
     try:
         return KafkaAdminClient(
-            bootstrap_servers=args.bootstrap.split(","),
+            bootstrap_servers=bootstrap.split(","),
             client_id="barnabas-cli",
             request_timeout_ms=timeout_ms,
             bootstrap_timeout_ms=timeout_ms,
         )
     except KafkaError as exc:
-        raise CliError(f"cannot reach the cluster at {args.bootstrap} within {args.timeout:g} s: {exc}") from None
+        raise CliError(f"cannot reach the cluster at {bootstrap} within {args.timeout:g} s: {exc}") from None
 
 
 def error_name(error: Any) -> str:

@@ -1,5 +1,6 @@
 """`barnabas cluster log-dirs` and the sizes in `topics describe`: DescribeLogDirs, as kafka-log-dirs.sh.
 
+librdkafka has no API for it: the request goes over barnabas's own Kafka client, to every broker at once.
 Every broker is asked for its log dirs: the replicas each holds with their size in bytes and
 offset lag, and the volume's total and usable bytes. A broker that does not answer is named in
 the output rather than failing the whole command (its replicas' sizes are unknown).
@@ -16,9 +17,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ._admin_requests import python_admin
 from ._client import action_parser, connect_admin
 from .errors import CliError
+
+DESCRIBE_LOG_DIRS, DESCRIBE_LOG_DIRS_VERSION = 35, 4
 
 
 @dataclass(frozen=True)
@@ -60,45 +62,72 @@ def add_action(actions: Any) -> None:
 
 
 def describe_log_dirs(
-    args: argparse.Namespace, brokers: Iterable[int], partitions: Mapping[str, Iterable[int]] | None = None
+    args: argparse.Namespace, brokers: Mapping[int, str], partitions: Mapping[str, Iterable[int]] | None = None
 ) -> LogDirs:
-    """Ask each of ``brokers`` for its log dirs (only the replicas of ``partitions``, topic -> indexes, if given).
+    """Ask each broker (id -> host:port) for its log dirs (only the replicas of ``partitions``, topic -> indexes).
 
-    The partitions are named, not looked up, so no Metadata request can wait on a broker that does not answer.
+    Every broker is asked at once over a connection of its own, within ``--timeout``: a broker that does not
+    answer holds up no other broker's answer, and is named in ``unanswered``.
     """
-    from kafka.errors import KafkaError
+    import asyncio
 
-    admin = python_admin(args)
     wanted = {topic: list(indexes) for topic, indexes in partitions.items()} if partitions is not None else None
     found = LogDirs([], {}, {})
-    try:
-        for broker in sorted(brokers):
-            try:
-                answers = admin.describe_log_dirs(wanted, brokers=[broker])
-            except KafkaError as exc:
-                found.unanswered[broker] = str(exc) or type(exc).__name__
-                continue
-            for answer in answers:
-                _absorb(found, answer)
-    finally:
-        admin.close()
+    answers = asyncio.run(_ask_all(brokers, wanted, args.timeout))
+    for broker, answer in sorted(answers.items()):
+        if isinstance(answer, str):
+            found.unanswered[broker] = answer
+        else:
+            _absorb(found, broker, answer)
     return found
 
 
-def _absorb(found: LogDirs, answer: dict[str, Any]) -> None:
-    broker = int(answer["broker"])
-    for result in answer["log_dirs"]:
-        found.volumes[(broker, result["log_dir"])] = (result.get("total_bytes", -1), result.get("usable_bytes", -1))
-        for topic in result["topics"]:
-            for p in topic["partitions"]:
+async def _ask_all(
+    brokers: Mapping[int, str], wanted: Mapping[str, list[int]] | None, timeout_s: float
+) -> dict[int, Any]:
+    """Each broker's DescribeLogDirs response, or why there is none."""
+    import asyncio
+
+    from barnabas.protocol import request_class
+
+    topic_cls = request_class(DESCRIBE_LOG_DIRS, DESCRIBE_LOG_DIRS_VERSION, "DescribableLogDirTopic")
+    topics = None if wanted is None else tuple(topic_cls(topic=t, partitions=tuple(ps)) for t, ps in wanted.items())
+    body = request_class(DESCRIBE_LOG_DIRS, DESCRIBE_LOG_DIRS_VERSION)(topics=topics)
+    addresses = sorted(brokers.items())
+    results = await asyncio.gather(*(_ask(address, body, timeout_s) for _, address in addresses))
+    return {broker: result for (broker, _), result in zip(addresses, results, strict=True)}
+
+
+async def _ask(address: str, body: Any, timeout_s: float) -> Any:
+    from barnabas.broker.client import BrokerConnectionError, KafkaClient
+
+    host, _, port = address.rpartition(":")
+    try:
+        async with await KafkaClient.connect(host, int(port), client_id="barnabas-cli", timeout_s=timeout_s) as client:
+            return await client.request(DESCRIBE_LOG_DIRS, DESCRIBE_LOG_DIRS_VERSION, body)
+    except (BrokerConnectionError, TimeoutError, OSError) as exc:
+        return f"{address}: {exc or type(exc).__name__}"
+
+
+def broker_addresses(metadata: Any) -> dict[int, str]:
+    """id -> host:port of every broker in a confluent-kafka ClusterMetadata."""
+    return {broker_id: f"{broker.host}:{broker.port}" for broker_id, broker in metadata.brokers.items()}
+
+
+def _absorb(found: LogDirs, broker: int, response: Any) -> None:
+    for result in response.results:
+        log_dir = str(result.log_dir)
+        found.volumes[(broker, log_dir)] = (int(result.total_bytes), int(result.usable_bytes))
+        for topic in result.topics:
+            for p in topic.partitions:
                 found.replicas.append(
                     ReplicaSize(
                         broker,
-                        result["log_dir"],
-                        topic["name"],
-                        p["partition_index"],
-                        p["partition_size"],
-                        p["offset_lag"],
+                        log_dir,
+                        str(topic.name),
+                        int(p.partition_index),
+                        int(p.partition_size),
+                        int(p.offset_lag),
                     )
                 )
 
@@ -110,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     wanted = None
     if args.topic:
         wanted = {topic: list(existing_topic(admin, topic, args.timeout).partitions) for topic in args.topic}
-    found = describe_log_dirs(args, admin.list_topics(timeout=args.timeout).brokers, wanted)
+    found = describe_log_dirs(args, broker_addresses(admin.list_topics(timeout=args.timeout)), wanted)
     replicas = sorted(found.replicas, key=lambda r: (r.broker, r.log_dir, r.topic, r.partition))
     if args.json:
         document = {

@@ -140,7 +140,7 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
     resource = ConfigResource(ResourceType.TOPIC, args.name)
     configs = admin.describe_configs([resource])[resource].result(args.timeout)
     overrides = {k: v.value for k, v in sorted(configs.items()) if not v.is_default}
-    brokers = admin.list_topics(timeout=args.timeout).brokers
+    brokers = log_dirs.broker_addresses(admin.list_topics(timeout=args.timeout))
     sizes = log_dirs.describe_log_dirs(args, brokers, {args.name: [index for index, _ in partitions]})
     replica_sizes = sizes.sizes(args.name)
     rows = [

@@ -59,8 +59,13 @@ class BrokerCluster:
         deadline = time.monotonic() + self.start_timeout_s
         for broker in self.brokers:
             broker.wait_ready(max(0.0, deadline - time.monotonic()))
-        self.wait_for(lambda md: len(md.brokers) == len(self.brokers), "every broker registered")
+        self.wait_until_every_broker_sees_all()
         return self
+
+    def wait_until_every_broker_sees_all(self) -> None:
+        """Every live broker's Metadata lists every broker: a topic created through any of them finds them all."""
+        for broker in self.alive():
+            self.wait_for(lambda md: len(md.brokers) == len(self.brokers), "every broker registered", ask=[broker])
 
     def stop(self) -> None:
         """Kill every broker (a test's cluster is thrown away: no clean shutdown to wait for)."""
@@ -168,4 +173,4 @@ class BrokerCluster:
         deadline = time.monotonic() + self.start_timeout_s
         for broker in stopped:
             broker.wait_ready(max(0.0, deadline - time.monotonic()))
-        self.wait_for(lambda md: len(md.brokers) == len(self.brokers), "every broker registered again")
+        self.wait_until_every_broker_sees_all()

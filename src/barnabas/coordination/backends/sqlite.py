@@ -26,6 +26,7 @@ import fcntl
 import logging
 import os
 import sqlite3
+import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -51,6 +52,9 @@ REAP_INTERVAL_S = 0.2
 CHANGELOG_KEEP = 10_000
 
 # Schema, one statement per constant, applied in order (numbered like migration files).
+#: How long opening the file may wait for other connections (SQLite's busy timeout, and the WAL switch).
+CONNECT_TIMEOUT_S = 30.0
+WAL_SWITCH_RETRY_S = 0.01
 SCHEMA_001_META = "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL)"
 SCHEMA_002_REV = "INSERT OR IGNORE INTO meta (k, v) VALUES ('rev', 0)"
 SCHEMA_003_SESSIONS = (
@@ -259,8 +263,10 @@ class SqliteMetastore:
     def _connect(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.lock_dir.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(self.path, isolation_level=None, timeout=30.0, check_same_thread=False)
-        connection.execute("PRAGMA journal_mode=WAL")
+        connection = sqlite3.connect(
+            self.path, isolation_level=None, timeout=CONNECT_TIMEOUT_S, check_same_thread=False
+        )
+        _switch_to_wal(connection)
         connection.execute("PRAGMA synchronous=FULL")
         connection.execute("PRAGMA foreign_keys=ON")
         with _immediate(connection):
@@ -509,3 +515,21 @@ def _conflict(check: Check, current: int) -> VersionConflictError:
     if current == 0:
         return NoSuchKeyError(check.key)
     return VersionConflictError(check.key, f"{check.key}: expected version {check.version}, found {current}")
+
+
+def _switch_to_wal(connection: sqlite3.Connection) -> None:
+    """``PRAGMA journal_mode=WAL``, retried while another connection holds the file.
+
+    Two connections switching a new file at once would deadlock, so SQLite answers one of them
+    "database is locked" at once instead of calling its busy handler: brokers that start together
+    all open the file for the first time together.
+    """
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(WAL_SWITCH_RETRY_S)
