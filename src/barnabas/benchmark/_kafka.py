@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import os
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -29,10 +28,12 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from barnabas.testing import free_ports
+
 from ._child import stop_child
 from ._settings import BenchError
 
-__all__ = ["KafkaCluster", "find_kafka_lib", "free_ports"]
+__all__ = ["KafkaCluster", "find_kafka_lib"]
 
 #: kafka-server-start.sh's defaults (KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS).
 _JVM_FLAGS = (
@@ -74,16 +75,6 @@ def kafka_version(lib: Path) -> str:
     """The Kafka release of the jars in ``lib`` (from kafka_2.13-<version>.jar)."""
     jar = next(lib.glob("kafka_2.13-*.jar"))
     return jar.name.removeprefix("kafka_2.13-").removesuffix(".jar")
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct loopback ports that were free a moment ago (held open together, then closed)."""
-    sockets = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
-    try:
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 class _Node:

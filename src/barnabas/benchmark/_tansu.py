@@ -25,8 +25,9 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from barnabas.testing import free_ports
+
 from ._child import stop_child
-from ._kafka import free_ports
 from ._settings import BenchError
 
 __all__ = ["TansuBroker", "find_tansu"]
