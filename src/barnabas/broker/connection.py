@@ -70,7 +70,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, state: BrokerState, registry: ApiRegistry) -> None:
         self._state = state
         self._registry = registry
-        self._frames = FrameReader(state.config["socket.request.max.bytes"])
+        self._frames = FrameReader(state.node.config["socket.request.max.bytes"])
         self._transport: asyncio.Transport | None = None
         self._peer = "?"
         self._client_host = ""
@@ -97,7 +97,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = self._transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._client_host = f"/{peer[0]}" if peer else ""
-        self._state.connections.add(self)
+        self._state.node.connections.add(self)
         self._task = asyncio.get_running_loop().create_task(self._serve(), name=f"conn {self._peer}")
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -120,7 +120,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._phase = Phase.CLOSED
-        self._state.connections.discard(self)
+        self._state.node.connections.discard(self)
         self._wakeup.set()
         self._can_write.set()
         if self._task is not None and not self._task.done():

@@ -27,11 +27,11 @@ from barnabas.groups import GroupConfig, GroupCoordinator
 from barnabas.log import OffsetOutOfRangeError
 from barnabas.protocol import ErrorCode, build_record_batch, decode_batch_records, iter_batch_headers
 
-from .partition_service import append_and_wait
 from .topic_admin import TopicAdminError, create_topic
 
 if TYPE_CHECKING:
-    from .state import BrokerState
+    from .partition_service import PartitionService
+    from .state import NodeState
 
 __all__ = ["OFFSETS_TOPIC", "OffsetsTopic"]
 
@@ -77,8 +77,9 @@ def group_config(config: BrokerConfig) -> GroupConfig:
 class OffsetsTopic:
     """Owns the broker's group coordinator and is where it writes (its GroupLog)."""
 
-    def __init__(self, state: BrokerState) -> None:
+    def __init__(self, state: NodeState, partitions: PartitionService) -> None:
         self.state = state
+        self.partitions = partitions
         self.coordinator = GroupCoordinator(
             state.broker_id, group_config(state.config), self, self.partition_count, state.now_ms
         )
@@ -124,11 +125,11 @@ class OffsetsTopic:
         state = self.state
         now_ms = state.now_ms()
         batch = build_record_batch(list(records), base_timestamp_ms=now_ms)
-        result = append_and_wait(state, OFFSETS_TOPIC, partition, batch, acks=-1, now_ms=now_ms)
+        result = self.partitions.append_and_wait(OFFSETS_TOPIC, partition, batch, acks=-1, now_ms=now_ms)
         if result.error_code != ErrorCode.none:
             return coordinator_error(ErrorCode(result.error_code))
         state.fetch_waiters.notify((OFFSETS_TOPIC, partition))
-        leader = state.replicas.leader(OFFSETS_TOPIC, partition) if state.replicas is not None else None
+        leader = self.partitions.replicas.leader(OFFSETS_TOPIC, partition)
         if leader is None:
             return ErrorCode.not_coordinator
         timeout_s = int(state.config["offsets.commit.timeout.ms"]) / 1000

@@ -4,6 +4,8 @@ What every writer of a led partition needs, whoever it is (the Produce handler, 
 coordinator writing ``__consumer_offsets``, later the transaction coordinator), and what a
 follower's fetch tells its leader, live here rather than in one of the handlers:
 
+- ``leader_partition`` finds a partition this broker acts as leader of, or the error a
+  leader-only request gets;
 - ``begin_append`` checks a batch against the partition (leadership, ``min.insync.replicas`` for
   acks=all) and starts the append: offsets are assigned at once, the segment write runs on the
   log's writer thread;
@@ -22,33 +24,33 @@ import contextlib
 import logging
 from typing import NamedTuple
 
+from barnabas.cluster import PartitionState
 from barnabas.log import PartitionLog, PendingAppend
 from barnabas.protocol import CorruptRecordError, ErrorCode, KafkaRecordError, ProducePartitionResult
 
 from .errors import error_code_for
-from .replication import LeaderReplica
-from .state import BrokerState
+from .replication import LeaderReplica, ReplicaManager
+from .state import NodeState
 
-__all__ = [
-    "AppendStarted",
-    "append_and_wait",
-    "append_failure",
-    "begin_append",
-    "finish_append",
-    "follower_identity",
-    "min_insync",
-    "track_follower",
-]
+__all__ = ["AppendStarted", "LeaderPartition", "PartitionService", "append_failure"]
 
 log = logging.getLogger(__name__)
 
 
 class AppendStarted(NamedTuple):
-    """An append under way: its log, its pending append, and the leader that accepted it (None without replication)."""
+    """An append under way: its log, its pending append, and the leader that accepted it."""
 
     log: PartitionLog
     append: PendingAppend
-    leader: LeaderReplica | None
+    leader: LeaderReplica
+
+
+class LeaderPartition(NamedTuple):
+    """A partition this broker acts as leader of: its leader replica, log and state (leader epoch, ISR)."""
+
+    leader: LeaderReplica
+    log: PartitionLog
+    state: PartitionState
 
 
 def append_failure(
@@ -68,88 +70,114 @@ def _error_result(topic_name: str, index: int, exc: BaseException) -> ProducePar
     return append_failure(index, code, str(exc) or None, record_errors)
 
 
-def min_insync(state: BrokerState, topic_name: str) -> int:
-    """The topic's ``min.insync.replicas`` (its override, else the broker's)."""
-    overrides = state.topics.topics[topic_name].config
-    return int(overrides.get("min.insync.replicas", state.config["min.insync.replicas"]))
+class PartitionService:
+    """Appends to the partitions this broker leads and tracks their followers, for every writer."""
 
+    def __init__(self, node: NodeState, replicas: ReplicaManager) -> None:
+        self.node = node
+        self.replicas = replicas
 
-def begin_append(
-    state: BrokerState, topic_name: str, index: int, records: bytes | memoryview | None, *, acks: int, now_ms: int
-) -> ProducePartitionResult | AppendStarted:
-    """Check one partition's batch and start appending it: a failure, or the append under way.
+    def leader_partition(
+        self, topic: str, partition: int, current_leader_epoch: int = -1
+    ) -> LeaderPartition | ErrorCode:
+        """The partition if this broker leads it, else the error a leader-only request gets.
 
-    A writable view of the request frame is patched and written in place; anything else is copied first.
-    """
-    partition = state.leader_partition(topic_name, index)
-    if isinstance(partition, ErrorCode):
-        return append_failure(index, partition)
-    partition_state, partition_log = partition.state, partition.log
-    if acks == -1:
-        min_isr = min_insync(state, topic_name)
-        if len(partition_state.isr) < min_isr:
-            return append_failure(
-                index,
-                ErrorCode.not_enough_replicas,
-                f"ISR has {len(partition_state.isr)} replicas, min.insync.replicas is {min_isr}",
-            )
-    buffer = records if isinstance(records, memoryview) and not records.readonly else bytearray(records or b"")
-    try:
-        pending = partition_log.begin_append_as_leader(buffer, partition_state.leader_epoch, now_ms)
-    except Exception as exc:
-        return _error_result(topic_name, index, exc)
-    leader = state.replicas.leader(topic_name, index) if state.replicas is not None else None
-    return AppendStarted(partition_log, pending, leader)
+        Kafka's ReplicaManager.getPartitionOrError plus its leader-epoch check (KIP-320): an unknown
+        topic or partition is UNKNOWN_TOPIC_OR_PARTITION, a partition this broker does not lead is
+        NOT_LEADER_OR_FOLLOWER, and a ``current_leader_epoch`` (-1 means unchecked) older than the
+        leader's is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
 
+        Leading means acting as leader (the replica manager's LeaderReplica), not being named leader
+        by the stored state: a broker that restarted is named there until the controller elects
+        anew, and must not answer for a log that may have lost what it never flushed.
+        """
+        topic_metadata = self.node.topic(topic)
+        if topic_metadata is None or partition not in topic_metadata.assignment:
+            return ErrorCode.unknown_topic_or_partition
+        leader = self.replicas.leader(topic, partition)
+        if leader is None:
+            return ErrorCode.not_leader_or_follower
+        leader_epoch = leader.state.leader_epoch
+        if current_leader_epoch >= 0 and current_leader_epoch != leader_epoch:
+            if current_leader_epoch < leader_epoch:
+                return ErrorCode.fenced_leader_epoch
+            return ErrorCode.unknown_leader_epoch
+        return LeaderPartition(leader, leader.log, leader.state)
 
-def finish_append(state: BrokerState, topic_name: str, index: int, started: AppendStarted) -> ProducePartitionResult:
-    """The result of a completed append; a successful one may move the high watermark and wakes fetches."""
-    append, leader = started.append, started.leader
-    if append.error is not None:
-        return _error_result(topic_name, index, append.error)
-    if leader is not None and not leader.resigned:
-        leader.maybe_advance_high_watermark()
-    result = append.result
-    if not result.duplicate:
-        state.fetch_waiters.notify((topic_name, index))
-    return ProducePartitionResult(
-        index, ErrorCode.none, result.base_offset, result.log_append_time_ms, result.log_start_offset
-    )
+    def min_insync(self, topic_name: str) -> int:
+        """The topic's ``min.insync.replicas`` (its override, else the broker's)."""
+        overrides = self.node.topics.topics[topic_name].config
+        return int(overrides.get("min.insync.replicas", self.node.config["min.insync.replicas"]))
 
+    def begin_append(
+        self, topic_name: str, index: int, records: bytes | memoryview | None, *, acks: int, now_ms: int
+    ) -> ProducePartitionResult | AppendStarted:
+        """Check one partition's batch and start appending it: a failure, or the append under way.
 
-def append_and_wait(
-    state: BrokerState, topic_name: str, index: int, records: bytes | None, *, acks: int, now_ms: int
-) -> ProducePartitionResult:
-    """Append one partition's batch and wait for the write (the coordinator's own records)."""
-    started = begin_append(state, topic_name, index, records, acks=acks, now_ms=now_ms)
-    if isinstance(started, ProducePartitionResult):
-        return started
-    append = started.append
-    if not append.done:
-        if append.landed is not None:
-            with contextlib.suppress(BaseException):  # completing the append records its error
-                append.landed.result()
-        started.log.complete_appends(state.now_ms())
-    return finish_append(state, topic_name, index, started)
+        A writable view of the request frame is patched and written in place; anything else is copied first.
+        """
+        partition = self.leader_partition(topic_name, index)
+        if isinstance(partition, ErrorCode):
+            return append_failure(index, partition)
+        partition_state, partition_log = partition.state, partition.log
+        if acks == -1:
+            min_isr = self.min_insync(topic_name)
+            if len(partition_state.isr) < min_isr:
+                return append_failure(
+                    index,
+                    ErrorCode.not_enough_replicas,
+                    f"ISR has {len(partition_state.isr)} replicas, min.insync.replicas is {min_isr}",
+                )
+        buffer = records if isinstance(records, memoryview) and not records.readonly else bytearray(records or b"")
+        try:
+            pending = partition_log.begin_append_as_leader(buffer, partition_state.leader_epoch, now_ms)
+        except Exception as exc:
+            return _error_result(topic_name, index, exc)
+        return AppendStarted(partition_log, pending, partition.leader)
 
+    def finish_append(self, topic_name: str, index: int, started: AppendStarted) -> ProducePartitionResult:
+        """The result of a completed append; a successful one may move the high watermark and wakes fetches."""
+        append, leader = started.append, started.leader
+        if append.error is not None:
+            return _error_result(topic_name, index, append.error)
+        if not leader.resigned:
+            leader.maybe_advance_high_watermark()
+        result = append.result
+        if not result.duplicate:
+            self.node.fetch_waiters.notify((topic_name, index))
+        return ProducePartitionResult(
+            index, ErrorCode.none, result.base_offset, result.log_append_time_ms, result.log_start_offset
+        )
 
-def follower_identity(state: BrokerState, replica_id: int) -> tuple[int, int]:
-    """The fetching replica and the broker epoch it is registered in now (-1 if it is not)."""
-    info = state.brokers.live.get(replica_id)
-    return replica_id, info.epoch if info is not None else -1
+    def append_and_wait(
+        self, topic_name: str, index: int, records: bytes | None, *, acks: int, now_ms: int
+    ) -> ProducePartitionResult:
+        """Append one partition's batch and wait for the write (the coordinator's own records)."""
+        started = self.begin_append(topic_name, index, records, acks=acks, now_ms=now_ms)
+        if isinstance(started, ProducePartitionResult):
+            return started
+        append = started.append
+        if not append.done:
+            if append.landed is not None:
+                with contextlib.suppress(BaseException):  # completing the append records its error
+                    append.landed.result()
+            started.log.complete_appends(self.node.now_ms())
+        return self.finish_append(topic_name, index, started)
 
+    def follower_identity(self, replica_id: int) -> tuple[int, int]:
+        """The fetching replica and the broker epoch it is registered in now (-1 if it is not)."""
+        info = self.node.brokers.live.get(replica_id)
+        return replica_id, info.epoch if info is not None else -1
 
-def track_follower(
-    state: BrokerState, topic_name: str, index: int, replica: tuple[int, int], fetch_offset: int
-) -> None:
-    """A follower fetched from ``fetch_offset``: its progress may move the high watermark or bring it into the ISR."""
-    replicas = state.replicas
-    leader = replicas.leader(topic_name, index) if replicas is not None else None
-    if replicas is None or leader is None:
-        return
-    replica_id, broker_epoch = replica
-    if leader.on_follower_fetch(replica_id, fetch_offset, state.now_ms(), broker_epoch):
-        state.fetch_waiters.notify((topic_name, index))  # consumers may read further now
-    joining = not leader.state.in_sync(replica_id, broker_epoch)
-    if joining and replica_id in leader.wants_to_join(state.brokers.epochs()):
-        replicas.poke_isr()
+    def track_follower(self, topic_name: str, index: int, replica: tuple[int, int], fetch_offset: int) -> None:
+        """A follower fetched from ``fetch_offset``: it may move the high watermark or join the ISR."""
+        leader = self.replicas.leader(topic_name, index)
+        if leader is None:
+            return
+        replica_id, broker_epoch = replica
+        node = self.node
+        if leader.on_follower_fetch(replica_id, fetch_offset, node.now_ms(), broker_epoch):
+            node.fetch_waiters.notify((topic_name, index))  # consumers may read further now
+        joining = not leader.state.in_sync(replica_id, broker_epoch)
+        if joining and replica_id in leader.wants_to_join(node.brokers.epochs()):
+            self.replicas.poke_isr()

@@ -38,8 +38,10 @@ from .connection import KafkaConnection
 from .handlers import build_registry
 from .log_cleaner import LogCleanerService
 from .offsets_topic import OffsetsTopic
+from .partition_service import PartitionService
+from .registry import ApiRegistry
 from .replication import ReplicaManager
-from .state import BrokerState, Endpoint
+from .state import BrokerState, Endpoint, NodeState
 from .topic_admin import stored_log_config
 
 __all__ = ["Broker"]
@@ -74,6 +76,8 @@ class Broker:
         self.config = config
         self.clock = clock
         self.broker_id = resolve_broker_id(config)
+        self.node: NodeState | None = None
+        #: Complete once the broker has joined the cluster, before it serves.
         self.state: BrokerState | None = None
         self._storage: Storage | None = None
         self._logs: LogManager | None = None
@@ -130,7 +134,7 @@ class Broker:
         )
         self._logs.load_all(now_ms, {name: stored_log_config(config, topic) for name, topic in topics.topics.items()})
         listener = config.listeners[0]
-        state = BrokerState(
+        node = NodeState(
             config=config,
             broker_id=self.broker_id,
             cluster_id=cluster_id,
@@ -139,36 +143,41 @@ class Broker:
             logs=self._logs,
             producer_ids=ProducerIdAllocator(self._storage, self.broker_id),
             advertised=Endpoint(listener.host, listener.port),
-            registry=registry,
             brokers=brokers,
             clock=self.clock,
             rack=config["broker.rack"],
         )
-        self.state = state
+        self.node = node
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: KafkaConnection(state, registry),
+            lambda: KafkaConnection(self._serving_state(), registry),
             host=listener.host or None,
             port=listener.port,
             reuse_address=True,
             start_serving=False,
         )
         bound_port = self._server.sockets[0].getsockname()[1]
-        state.advertised = self._advertised_endpoint(bound_port)
-        await self._join_cluster(state)
+        node.advertised = self._advertised_endpoint(bound_port)
+        await self._join_cluster(node, registry)
         await self._server.start_serving()
         self._maintenance = loop.create_task(self._maintain(), name="log maintenance")
         log.info(
             "broker %d (cluster %s) listening on %s:%d, advertised as %s:%d, %d partitions in %s",
-            self.broker_id, cluster_id, listener.host or "*", bound_port, state.advertised.host,
-            state.advertised.port, len(list(self._logs.partitions())), ", ".join(map(str, config.log_dirs)),
+            self.broker_id, cluster_id, listener.host or "*", bound_port, node.advertised.host,
+            node.advertised.port, len(list(self._logs.partitions())), ", ".join(map(str, config.log_dirs)),
         )  # fmt: skip
         for key, reason in sorted(config.ignored.items()):
             log.info("ignoring Kafka setting %s: %s", key, reason)
-        return state.advertised
+        return node.advertised
 
-    async def _join_cluster(self, state: BrokerState) -> None:
-        """Register, start watching and replicating, and stand for controller."""
+    def _serving_state(self) -> BrokerState:
+        """The complete state a new connection's handlers use (the listener serves only once it exists)."""
+        if self.state is None:
+            raise RuntimeError("the broker serves before it has joined the cluster")
+        return self.state
+
+    async def _join_cluster(self, state: NodeState, registry: ApiRegistry) -> None:
+        """Register, build the services, start watching and replicating, and stand for controller."""
         assert self._storage is not None
         metastore = self._storage.metastore
         ttl_s = int(self.config["broker.session.timeout.ms"]) / 1000
@@ -186,10 +195,10 @@ class Broker:
         log.info("broker %d registered with broker epoch %d (%s start)", self.broker_id, registered.epoch,
                  "clean" if clean else "unclean")  # fmt: skip
         replicas = ReplicaManager(state)
-        self._offsets = OffsetsTopic(state)
+        partitions = PartitionService(state, replicas)
+        self._offsets = OffsetsTopic(state, partitions)
         self._offsets.start()
         replicas.leadership_listeners.append(self._offsets.on_leadership)
-        state.groups, state.offsets_topic = self._offsets.coordinator, self._offsets
         self.controller = Controller(
             metastore,
             state.topics,
@@ -198,8 +207,7 @@ class Broker:
             unclean=lambda topic: _unclean_enabled(state, topic.config),
             rebalance=_leader_rebalance(self.config),
         )
-        controller = state.controller = self.controller
-
+        controller = self.controller
         offsets = self._offsets
 
         def on_change() -> None:
@@ -209,9 +217,18 @@ class Broker:
 
         self._watcher = MetadataWatcher(metastore, state.topics, state.brokers, on_change)
         await self._watcher.refresh_all()
-        state.watcher = self._watcher
-        state.replicas = self._replicas = replicas
+        self._replicas = replicas
+        self.state = BrokerState(
+            node=state,
+            registry=registry,
+            replicas=replicas,
+            partitions=partitions,
+            watcher=self._watcher,
+            controller=controller,
+            offsets_topic=offsets,
+        )
         replicas.start()
+        state.changed_here.append(replicas.reconcile_now)
         self._watcher.start()
         self._stand_for_controller()
         self._session_keeper = asyncio.get_running_loop().create_task(
@@ -234,7 +251,7 @@ class Broker:
         if left:
             log.warning("%d partitions still wait for a new leader election; serving anyway", len(left))
 
-    async def _keep_registered(self, state: BrokerState, info: BrokerInfo, ttl_s: float) -> None:
+    async def _keep_registered(self, state: NodeState, info: BrokerInfo, ttl_s: float) -> None:
         """When the session is lost (expired during a long outage), register again with a new one.
 
         ZooKeeper-mode Kafka does the same on session expiry: the broker was declared dead and its
@@ -321,10 +338,10 @@ class Broker:
         await self._controlled_shutdown()
         if self._server is not None:
             self._server.close()
-        if self.state is not None:
-            for connection in list(self.state.connections):
+        if self.node is not None:
+            for connection in list(self.node.connections):
                 connection.close()
-            self.state.fetch_waiters.notify_all()
+            self.node.fetch_waiters.notify_all()
         if self._server is not None:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(5):
@@ -335,7 +352,7 @@ class Broker:
 
     async def _controlled_shutdown(self) -> None:
         """Hand controller and partition leadership to others before going (bounded wait)."""
-        state, replicas = self.state, self._replicas
+        state, replicas = self.node, self._replicas
         if state is None or self._session is None or replicas is None:
             return
         await _cancel(self._session_keeper)  # stop standing, then step down
@@ -403,7 +420,7 @@ def _leader_rebalance(config: BrokerConfig) -> LeaderRebalance | None:
     )
 
 
-def _unclean_enabled(state: BrokerState, overrides: dict[str, str]) -> bool:
+def _unclean_enabled(state: NodeState, overrides: dict[str, str]) -> bool:
     value = overrides.get("unclean.leader.election.enable")
     if value is None:
         return bool(state.config["unclean.leader.election.enable"])

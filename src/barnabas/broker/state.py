@@ -1,7 +1,11 @@
-"""Everything a request handler may use, passed in explicitly (no module globals).
+"""What the broker's services and request handlers work on, passed in explicitly (no module globals).
 
-Handlers get a BrokerState and a decoded request; they read topics from the TopicStore cache,
-partitions from the LogManager and time from ``clock``, so tests can build one in memory.
+Two layers, both complete when built. :class:`NodeState` is this broker before any service:
+identity, configuration, the coordination storage and its caches (topics, partition states, live
+brokers), the logs, the clock, the fetch waiters. The services (replica manager, partition
+service, offsets topic, controller, metadata watcher) are built on a NodeState. :class:`BrokerState`
+is what request handlers get: the node and every service, none of them optional, so a handler
+never asks whether something has started yet. Tests build either in memory, without sockets.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ from barnabas.cluster import BrokerInfo, BrokerRegistry, PartitionState, Produce
 from barnabas.config import BrokerConfig, log_config_for
 from barnabas.coordination import Storage
 from barnabas.log import LogConfig, LogManager, PartitionLog
-from barnabas.protocol import ErrorCode
 
 from .purgatory import FetchWaiters
 
@@ -24,18 +27,11 @@ if TYPE_CHECKING:
     from barnabas.groups import GroupCoordinator
 
     from .offsets_topic import OffsetsTopic
+    from .partition_service import PartitionService
     from .registry import ApiRegistry
     from .replication import ReplicaManager
 
-__all__ = ["BrokerState", "Endpoint", "LeaderPartition"]
-
-
-@dataclass(frozen=True, slots=True)
-class LeaderPartition:
-    """A partition this broker leads: its log and its state (leader epoch, ISR)."""
-
-    log: PartitionLog
-    state: PartitionState
+__all__ = ["BrokerState", "Endpoint", "NodeState"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +41,9 @@ class Endpoint:
 
 
 @dataclass(eq=False)
-class BrokerState:
+class NodeState:
+    """This broker before any service: identity, configuration, stores, logs and clock."""
+
     config: BrokerConfig
     broker_id: int
     cluster_id: str
@@ -54,7 +52,6 @@ class BrokerState:
     logs: LogManager
     producer_ids: ProducerIdAllocator
     advertised: Endpoint
-    registry: ApiRegistry
     brokers: BrokerRegistry
     clock: Callable[[], float] = time.time
     rack: str | None = None
@@ -63,11 +60,9 @@ class BrokerState:
     broker_epoch: int = -1
     fetch_waiters: FetchWaiters = field(default_factory=FetchWaiters)
     connections: set[Any] = field(default_factory=set)
-    replicas: ReplicaManager | None = None
-    watcher: MetadataWatcher | None = None
-    controller: Controller | None = None
-    groups: GroupCoordinator | None = None
-    offsets_topic: OffsetsTopic | None = None
+    #: Called after this broker changed topics or partition states itself (an admin request), so the
+    #: replica manager takes the change up now rather than when the watch reports it.
+    changed_here: list[Callable[[], None]] = field(default_factory=list)
     #: Derived answers (the Metadata handler's per-topic sections), and the (topics, brokers)
     #: generations they were built from; see :meth:`derived`.
     _derived: dict[Any, Any] = field(default_factory=dict, init=False, repr=False)
@@ -84,12 +79,6 @@ class BrokerState:
             self._derived_from = generations
             self._derived = {}
         return self._derived
-
-    @property
-    def controller_id(self) -> int:
-        """The live controller's id, else this broker's: clients (kafkajs) send requests there."""
-        controller = self.watcher.controller_id if self.watcher is not None else -1
-        return controller if controller in self.brokers.live else self.broker_id
 
     def live_brokers(self) -> dict[int, BrokerInfo]:
         """Registered brokers, this one always included (it serves even while coordination is away)."""
@@ -112,29 +101,30 @@ class BrokerState:
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get(topic, partition)
 
-    def leader_partition(
-        self, topic: str, partition: int, current_leader_epoch: int = -1
-    ) -> LeaderPartition | ErrorCode:
-        """The partition if this broker leads it, else the error a leader-only request gets.
+    def metadata_changed_here(self) -> None:
+        """This broker changed topics or partition states: let its services take it up at once."""
+        for listener in self.changed_here:
+            listener()
 
-        Kafka's ReplicaManager.getPartitionOrError plus its leader-epoch check (KIP-320): an unknown
-        topic or partition is UNKNOWN_TOPIC_OR_PARTITION, a partition this broker does not lead is
-        NOT_LEADER_OR_FOLLOWER, and a ``current_leader_epoch`` (-1 means unchecked) older than the
-        leader's is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
 
-        Leading means acting as leader (the replica manager's LeaderReplica), not being named leader
-        by the stored state: a broker that restarted is named there until the controller elects
-        anew, and must not answer for a log that may have lost what it never flushed.
-        """
-        topic_metadata = self.topic(topic)
-        if topic_metadata is None or partition not in topic_metadata.assignment:
-            return ErrorCode.unknown_topic_or_partition
-        leader = self.replicas.leader(topic, partition) if self.replicas is not None else None
-        if leader is None:
-            return ErrorCode.not_leader_or_follower
-        partition_state, partition_log = leader.state, leader.log
-        if current_leader_epoch >= 0 and current_leader_epoch != partition_state.leader_epoch:
-            if current_leader_epoch < partition_state.leader_epoch:
-                return ErrorCode.fenced_leader_epoch
-            return ErrorCode.unknown_leader_epoch
-        return LeaderPartition(partition_log, partition_state)
+@dataclass(frozen=True, eq=False)
+class BrokerState:
+    """Everything a request handler may use: the node and every service built on it."""
+
+    node: NodeState
+    registry: ApiRegistry
+    replicas: ReplicaManager
+    partitions: PartitionService
+    watcher: MetadataWatcher
+    controller: Controller
+    offsets_topic: OffsetsTopic
+
+    @property
+    def groups(self) -> GroupCoordinator:
+        return self.offsets_topic.coordinator
+
+    @property
+    def controller_id(self) -> int:
+        """The live controller's id, else this broker's: clients (kafkajs) send requests there."""
+        controller = self.watcher.controller_id
+        return controller if controller in self.node.brokers.live else self.node.broker_id

@@ -25,7 +25,7 @@ from barnabas.coordination import VersionConflictError
 from barnabas.log import LogConfig
 from barnabas.protocol import ErrorCode
 
-from .state import BrokerState
+from .state import NodeState
 
 __all__ = [
     "TopicAdminError",
@@ -49,7 +49,7 @@ class TopicAdminError(Exception):
         self.message = message
 
 
-def live_brokers(state: BrokerState) -> list[int]:
+def live_brokers(state: NodeState) -> list[int]:
     """Brokers that can hold replicas: the registered ones (this one always included)."""
     return sorted(state.live_brokers())
 
@@ -58,7 +58,7 @@ def _collision_key(name: str) -> str:
     return name.replace(".", "_")
 
 
-def _check_name(state: BrokerState, name: str) -> None:
+def _check_name(state: NodeState, name: str) -> None:
     if problem := topic_name_problem(name):
         raise TopicAdminError(ErrorCode.invalid_topic_exception, problem)
     if name in state.topics.topics:
@@ -71,7 +71,7 @@ def _check_name(state: BrokerState, name: str) -> None:
 
 
 def _assign(
-    state: BrokerState, partitions: range, replication_factor: int, start_index: int | None = None
+    state: NodeState, partitions: range, replication_factor: int, start_index: int | None = None
 ) -> dict[int, tuple[int, ...]]:
     """Kafka's rack-aware placement over the live brokers."""
     racks = {broker_id: info.rack for broker_id, info in state.live_brokers().items()}
@@ -88,7 +88,7 @@ def _assign(
 
 
 def _check_assignment(
-    state: BrokerState, assignment: Mapping[int, Sequence[int]], first_partition: int
+    state: NodeState, assignment: Mapping[int, Sequence[int]], first_partition: int
 ) -> dict[int, tuple[int, ...]]:
     brokers = set(live_brokers(state))
     expected = list(range(first_partition, first_partition + len(assignment)))
@@ -109,7 +109,7 @@ def _check_assignment(
     return {p: tuple(replicas) for p, replicas in assignment.items()}
 
 
-def _check_configs(state: BrokerState, configs: Mapping[str, str | None]) -> tuple[dict[str, str], LogConfig]:
+def _check_configs(state: NodeState, configs: Mapping[str, str | None]) -> tuple[dict[str, str], LogConfig]:
     """Validated overrides and the log settings they give; INVALID_CONFIG before anything is stored."""
     try:
         overrides = validate_topic_overrides(configs)
@@ -119,7 +119,7 @@ def _check_configs(state: BrokerState, configs: Mapping[str, str | None]) -> tup
 
 
 async def create_topic(
-    state: BrokerState,
+    state: NodeState,
     name: str,
     *,
     num_partitions: int = -1,
@@ -161,23 +161,13 @@ async def create_topic(
     except TopicExistsError:
         raise TopicAdminError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.") from None
     _create_local_logs(state, topic, replicas, log_config)
-    _reconcile_soon(state)
+    state.metadata_changed_here()
     log.info("created topic %s (%s) with %d partitions", name, topic.topic_id, len(replicas))
     return topic
 
 
-def _reconcile_soon(state: BrokerState) -> None:
-    """Let the replica manager take up a change this broker made now (the watch would, a little later),
-    so that the partitions it leads accept requests as soon as the admin request is answered."""
-    if state.replicas is not None:
-        try:
-            state.replicas.reconcile()
-        except Exception:
-            log.exception("reconciling replicas after a topic change failed; the next change retries")
-
-
 def _create_local_logs(
-    state: BrokerState, topic: Topic, replicas: Mapping[int, Sequence[int]], config: LogConfig
+    state: NodeState, topic: Topic, replicas: Mapping[int, Sequence[int]], config: LogConfig
 ) -> None:
     now_ms = state.now_ms()
     for partition, brokers in replicas.items():
@@ -185,7 +175,7 @@ def _create_local_logs(
             state.logs.create(topic.name, partition, topic.topic_id, config, now_ms)
 
 
-async def delete_topic(state: BrokerState, name: str) -> Topic:
+async def delete_topic(state: NodeState, name: str) -> Topic:
     """Delete a topic from storage, then its local logs."""
     topic = state.topic(name)
     if topic is None:
@@ -197,13 +187,13 @@ async def delete_topic(state: BrokerState, name: str) -> Topic:
         if state.logs.get(name, partition) is not None:
             state.logs.delete_topic_partition(name, partition, state.now_ms())
         state.fetch_waiters.notify((name, partition))
-    _reconcile_soon(state)
+    state.metadata_changed_here()
     log.info("deleted topic %s (%s)", name, topic.topic_id)
     return topic
 
 
 async def create_partitions(
-    state: BrokerState,
+    state: NodeState,
     name: str,
     count: int,
     *,
@@ -221,7 +211,7 @@ async def create_partitions(
     )
 
 
-async def _retrying_on_conflict(state: BrokerState, name: str, change: Callable[[], Awaitable[Topic]]) -> Topic:
+async def _retrying_on_conflict(state: NodeState, name: str, change: Callable[[], Awaitable[Topic]]) -> Topic:
     """Run ``change`` again on the stored topic each time another writer changed it first."""
     for _ in range(UPDATE_ATTEMPTS):
         try:
@@ -232,7 +222,7 @@ async def _retrying_on_conflict(state: BrokerState, name: str, change: Callable[
 
 
 async def _create_partitions_once(
-    state: BrokerState, name: str, count: int, assignment: Sequence[Sequence[int]] | None, validate_only: bool
+    state: NodeState, name: str, count: int, assignment: Sequence[Sequence[int]] | None, validate_only: bool
 ) -> Topic:
     topic = state.topic(name)
     if topic is None:
@@ -264,13 +254,13 @@ async def _create_partitions_once(
     states = {p: initial_state(r, state.live_brokers()) for p, r in added.items()}
     await state.topics.update(grown, states)
     _create_local_logs(state, grown, added, state.log_config(grown.config))
-    _reconcile_soon(state)
+    state.metadata_changed_here()
     log.info("topic %s grew from %d to %d partitions", name, current, count)
     return grown
 
 
 async def alter_topic_config(
-    state: BrokerState, name: str, overrides: Mapping[str, str | None], *, validate_only: bool = False
+    state: NodeState, name: str, overrides: Mapping[str, str | None], *, validate_only: bool = False
 ) -> Topic:
     """Replace a topic's config overrides (None values are removed) and apply them to its logs.
 
@@ -305,7 +295,7 @@ def stored_log_config(config: BrokerConfig, topic: Topic) -> LogConfig:
         return log_config_for(config, {})
 
 
-def reconcile_local_logs(state: BrokerState) -> None:
+def reconcile_local_logs(state: NodeState) -> None:
     """Make local logs match storage: create missing replicas, delete logs of deleted topics.
 
     A log whose topic was deleted, or deleted and re-created under a new id, while this broker

@@ -21,7 +21,7 @@ def handle(state: BrokerState, request: Request) -> bytes:
     endpoint_type = int(getattr(request.body, "endpoint_type", BROKERS_ENDPOINT))
     brokers = tuple(
         make(types.DescribeClusterBroker, broker_id=info.broker_id, host=info.host, port=info.port, rack=info.rack)
-        for _, info in sorted(state.live_brokers().items())
+        for _, info in sorted(state.node.live_brokers().items())
     )
     if endpoint_type != BROKERS_ENDPOINT:
         response = make(
@@ -30,7 +30,7 @@ def handle(state: BrokerState, request: Request) -> bytes:
             error_code=ErrorCode.unsupported_endpoint_type,
             error_message="only broker endpoints are served",
             endpoint_type=endpoint_type,
-            cluster_id=state.cluster_id,
+            cluster_id=state.node.cluster_id,
             controller_id=-1,
             brokers=(),
             cluster_authorized_operations=-2147483648,
@@ -42,7 +42,7 @@ def handle(state: BrokerState, request: Request) -> bytes:
             error_code=ErrorCode.none,
             error_message=None,
             endpoint_type=endpoint_type,
-            cluster_id=state.cluster_id,
+            cluster_id=state.node.cluster_id,
             controller_id=state.controller_id,
             brokers=brokers,
             cluster_authorized_operations=-2147483648,

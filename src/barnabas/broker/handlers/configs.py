@@ -45,10 +45,10 @@ THROTTLE_BROKER_CONFIGS = frozenset(
 def _topic_entries(
     state: BrokerState, types: Any, name: str, keys: set[str] | None, *, synonyms: bool, docs: bool
 ) -> tuple[Any, ...]:
-    topic = state.topic(name)
+    topic = state.node.topic(name)
     assert topic is not None
     entries = []
-    for value in resolve_topic_config(state.config, topic.config).values():
+    for value in resolve_topic_config(state.node.config, topic.config).values():
         if keys is not None and value.name not in keys:
             continue
         synonym_list = []
@@ -84,8 +84,8 @@ def _broker_entries(state: BrokerState, types: Any, keys: set[str] | None, docs:
         sensitive = definition.type is ConfigType.PASSWORD
         entries.append(make(
             types.DescribeConfigsResourceResult,
-            name=key, value=None if sensitive else definition.render(state.config[key]), read_only=True,
-            config_source=int(state.config.source(key)), is_sensitive=sensitive, synonyms=(),
+            name=key, value=None if sensitive else definition.render(state.node.config[key]), read_only=True,
+            config_source=int(state.node.config.source(key)), is_sensitive=sensitive, synonyms=(),
             config_type=int(definition.type), documentation=definition.doc if docs else None,
         ))  # fmt: skip
     return tuple(entries)
@@ -101,7 +101,7 @@ def handle_describe_configs(state: BrokerState, request: Request) -> bytes:
         keys = set(resource.configuration_keys) if resource.configuration_keys is not None else None
         code, message, configs = ErrorCode.none, None, ()
         if resource.resource_type == TOPIC:
-            if state.topic(resource.resource_name) is None:
+            if state.node.topic(resource.resource_name) is None:
                 code, message = (
                     ErrorCode.unknown_topic_or_partition,
                     f"Topic {resource.resource_name} does not exist",
@@ -109,7 +109,7 @@ def handle_describe_configs(state: BrokerState, request: Request) -> bytes:
             else:
                 configs = _topic_entries(state, types, resource.resource_name, keys, synonyms=synonyms, docs=docs)
         elif resource.resource_type == BROKER:
-            if resource.resource_name not in ("", str(state.broker_id)):
+            if resource.resource_name not in ("", str(state.node.broker_id)):
                 code, message = ErrorCode.invalid_request, f"Unexpected broker id {resource.resource_name}"
             elif resource.resource_name:
                 configs = _broker_entries(state, types, keys, docs)
@@ -149,7 +149,7 @@ def _apply_operations(state: BrokerState, current: dict[str, str], operations: A
         raise TopicAdminError(ErrorCode.invalid_request, "A config name appears more than once")
     operations = _without_throttles(operations, THROTTLE_TOPIC_CONFIGS)
     updated: dict[str, str | None] = dict(current)
-    effective = resolve_topic_config(state.config, current)
+    effective = resolve_topic_config(state.node.config, current)
     for op in operations:
         definition = TOPIC_CONFIGS.get(op.name)
         if definition is None:
@@ -184,14 +184,14 @@ async def handle_incremental_alter_configs(state: BrokerState, request: Request)
         code, message = ErrorCode.none, None
         try:
             if resource.resource_type == TOPIC:
-                topic = state.topic(resource.resource_name)
+                topic = state.node.topic(resource.resource_name)
                 if topic is None:
                     raise TopicAdminError(
                         ErrorCode.unknown_topic_or_partition, f"Topic {resource.resource_name} does not exist"
                     )
                 overrides = _apply_operations(state, topic.config, resource.configs)
                 await alter_topic_config(
-                    state, resource.resource_name, overrides, validate_only=bool(body.validate_only)
+                    state.node, resource.resource_name, overrides, validate_only=bool(body.validate_only)
                 )
             elif resource.resource_type == BROKER:
                 if _without_throttles(resource.configs, THROTTLE_BROKER_CONFIGS):

@@ -27,7 +27,7 @@ def handle(state: BrokerState, request: Request) -> bytes:
         for requested in topic.partitions:
             index = int(requested.partition_index)
             code, low_watermark = ErrorCode.none, -1
-            found = state.leader_partition(topic.name, index)
+            found = state.partitions.leader_partition(topic.name, index)
             if isinstance(found, ErrorCode):
                 code = found
             else:

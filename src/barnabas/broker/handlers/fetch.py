@@ -27,7 +27,6 @@ from barnabas.log import FileSlice
 from barnabas.log import errors as log_errors
 from barnabas.protocol import ErrorCode, FetchPartitionResult, Request, encode_fetch_response
 
-from ..partition_service import follower_identity, track_follower
 from ..registry import ApiSpec
 from ..state import BrokerState
 
@@ -51,13 +50,13 @@ def _read_partition(
     replica: tuple[int, int] | None,
 ) -> FetchPartitionResult[FileSlice]:
     index = int(partition.partition)
-    found = state.leader_partition(topic_name, index, int(getattr(partition, "current_leader_epoch", -1)))
+    found = state.partitions.leader_partition(topic_name, index, int(getattr(partition, "current_leader_epoch", -1)))
     if isinstance(found, ErrorCode):
         return _error(index, found)  # Kafka reports high watermark -1 with any partition error
     partition_log = found.log
     fetch_offset = int(partition.fetch_offset)
     if replica is not None:
-        track_follower(state, topic_name, index, replica, fetch_offset)
+        state.partitions.track_follower(topic_name, index, replica, fetch_offset)
     high_watermark = partition_log.high_watermark
     log_start = partition_log.log_start_offset
     max_bytes = min(int(partition.partition_max_bytes), limit)
@@ -108,20 +107,20 @@ def _read_all(
 
 async def handle(state: BrokerState, request: Request) -> list[bytes | memoryview | FileSlice]:
     body = request.body
-    max_bytes = min(int(getattr(body, "max_bytes", 2**31 - 1)), int(state.config["fetch.max.bytes"]))
+    max_bytes = min(int(getattr(body, "max_bytes", 2**31 - 1)), int(state.node.config["fetch.max.bytes"]))
     min_bytes = int(body.min_bytes)
     deadline = time.monotonic() + body.max_wait.total_seconds()
     watched = [(topic.topic, int(p.partition)) for topic in body.topics for p in topic.partitions]
     replica_id = int(getattr(body, "replica_id", -1))
     # The follower's incarnation is taken once, as the fetch arrives: a long poll re-reads its
     # partitions later, when the registration may already be a newer incarnation's.
-    replica = follower_identity(state, replica_id) if replica_id >= 0 else None
+    replica = state.partitions.follower_identity(replica_id) if replica_id >= 0 else None
     while True:
         results, total, errors = _read_all(state, body, max_bytes, replica)
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0 or not watched:
             break
-        await state.fetch_waiters.wait(watched, remaining)
+        await state.node.fetch_waiters.wait(watched, remaining)
     return encode_fetch_response(request.header.api_version, request.header.correlation_id, results)
 
 

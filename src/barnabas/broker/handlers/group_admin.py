@@ -26,11 +26,8 @@ def handle_list_groups(state: BrokerState, request: Request) -> bytes:
     wanted_states = {s.lower() for s in getattr(body, "states_filter", ()) or ()}
     wanted_types = {t.lower() for t in getattr(body, "types_filter", ()) or ()}
     coordinator = state.groups
-    if coordinator is None:
-        code, groups = ErrorCode.coordinator_not_available, []
-    else:
-        code = ErrorCode.coordinator_load_in_progress if coordinator.loading() else ErrorCode.none
-        groups = coordinator.list_groups()
+    code = ErrorCode.coordinator_load_in_progress if coordinator.loading() else ErrorCode.none
+    groups = coordinator.list_groups()
     listed = tuple(
         make(
             types.ListedGroup,
@@ -51,10 +48,7 @@ def handle_describe_groups(state: BrokerState, request: Request) -> bytes:
     types = response_types(DESCRIBE_GROUPS, request.header.api_version)
     described = []
     for group_id in request.body.groups:
-        if state.groups is None:
-            code, group = ErrorCode.coordinator_not_available, None
-        else:
-            code, group = state.groups.describe_group(group_id)
+        code, group = state.groups.describe_group(group_id)
         if group is None:
             state_name = GroupState.DEAD.value if code is ErrorCode.none else ""
             described.append(
@@ -103,10 +97,7 @@ def handle_describe_groups(state: BrokerState, request: Request) -> bytes:
 async def handle_delete_groups(state: BrokerState, request: Request) -> bytes:
     types = response_types(DELETE_GROUPS, request.header.api_version)
     names = list(dict.fromkeys(request.body.groups_names))
-    if state.groups is None:
-        results = dict.fromkeys(names, ErrorCode.coordinator_not_available)
-    else:
-        results = await state.groups.delete_groups(names)
+    results = await state.groups.delete_groups(names)
     deleted = tuple(make(types.DeletableGroupResult, group_id=g, error_code=e) for g, e in results.items())
     response = make(types.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=deleted)
     return encode_response(request.header.correlation_id, response)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from barnabas.groups import GroupCoordinator, MemberIdentity
+from barnabas.groups import MemberIdentity
 from barnabas.protocol import ErrorCode, Request, encode_response
 
 from ..offsets_topic import OFFSETS_TOPIC
@@ -31,10 +31,6 @@ def as_ms(value: Any) -> int:
     return int(value)
 
 
-def coordinator_of(state: BrokerState) -> GroupCoordinator | None:
-    return state.groups
-
-
 # -- FindCoordinator ---------------------------------------------------------------------------
 
 
@@ -46,10 +42,10 @@ async def _locate(state: BrokerState, key: str, key_type: int) -> tuple[ErrorCod
     if key_type != GROUP_KEY:
         return ErrorCode.invalid_request, f"unknown key type {key_type}", -1, "", -1
     coordinator, offsets = state.groups, state.offsets_topic
-    if coordinator is None or offsets is None or not await offsets.ensure_exists():
+    if not await offsets.ensure_exists():
         return unavailable
-    partition_state = state.partition_state(OFFSETS_TOPIC, coordinator.partition_for(key))
-    broker = state.live_brokers().get(partition_state.leader) if partition_state is not None else None
+    partition_state = state.node.partition_state(OFFSETS_TOPIC, coordinator.partition_for(key))
+    broker = state.node.live_brokers().get(partition_state.leader) if partition_state is not None else None
     if broker is None:
         return unavailable
     return ErrorCode.none, None, broker.broker_id, broker.host, broker.port
@@ -92,27 +88,21 @@ async def handle_join_group(state: BrokerState, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(JOIN_GROUP, version)
     body = request.body
-    coordinator = coordinator_of(state)
     session_ms = as_ms(body.session_timeout)
-    if coordinator is None:
-        result_error, member_id = ErrorCode.coordinator_not_available, body.member_id
-        result = None
-    else:
-        result = await coordinator.join_group(
-            body.group_id,
-            body.member_id,
-            getattr(body, "group_instance_id", None),
-            require_known_member_id=version >= 4,
-            client_id=request.header.client_id or "",
-            client_host=CLIENT_HOST.get(),
-            rebalance_timeout_ms=as_ms(getattr(body, "rebalance_timeout", session_ms)),
-            session_timeout_ms=session_ms,
-            protocol_type=body.protocol_type,
-            protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
-        )
-        result_error, member_id = result.error, result.member_id
+    result = await state.groups.join_group(
+        body.group_id,
+        body.member_id,
+        getattr(body, "group_instance_id", None),
+        require_known_member_id=version >= 4,
+        client_id=request.header.client_id or "",
+        client_host=CLIENT_HOST.get(),
+        rebalance_timeout_ms=as_ms(getattr(body, "rebalance_timeout", session_ms)),
+        session_timeout_ms=session_ms,
+        protocol_type=body.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
+    )
     members = ()
-    if result is not None and result.error is ErrorCode.none:
+    if result.error is ErrorCode.none:
         members = tuple(
             make(types.JoinGroupResponseMember, member_id=m, group_instance_id=instance, metadata=metadata)
             for m, instance, metadata in result.members
@@ -120,13 +110,13 @@ async def handle_join_group(state: BrokerState, request: Request) -> bytes:
     response = make(
         types.JoinGroupResponse,
         throttle_time=NO_THROTTLE,
-        error_code=result_error,
-        generation_id=result.generation if result is not None else -1,
-        protocol_type=result.protocol_type if result is not None and result.error is ErrorCode.none else None,
-        protocol_name=_protocol_name(version, result.protocol_name if result is not None else None),
-        leader=result.leader if result is not None else "",
+        error_code=result.error,
+        generation_id=result.generation,
+        protocol_type=result.protocol_type if result.error is ErrorCode.none else None,
+        protocol_name=_protocol_name(version, result.protocol_name),
+        leader=result.leader,
         skip_assignment=False,
-        member_id=member_id,
+        member_id=result.member_id,
         members=members,
     )
     return encode_response(request.header.correlation_id, response)
@@ -141,28 +131,22 @@ async def handle_sync_group(state: BrokerState, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(SYNC_GROUP, version)
     body = request.body
-    coordinator = coordinator_of(state)
-    if coordinator is None:
-        code, assignment, protocol_type, protocol_name = ErrorCode.coordinator_not_available, b"", None, None
-    else:
-        result = await coordinator.sync_group(
-            body.group_id,
-            int(body.generation_id),
-            body.member_id,
-            getattr(body, "group_instance_id", None),
-            assignment={a.member_id: bytes(a.assignment) for a in body.assignments},
-            protocol_type=getattr(body, "protocol_type", None),
-            protocol_name=getattr(body, "protocol_name", None),
-        )
-        code, assignment = result.error, result.assignment
-        protocol_type, protocol_name = result.protocol_type, result.protocol_name
+    result = await state.groups.sync_group(
+        body.group_id,
+        int(body.generation_id),
+        body.member_id,
+        getattr(body, "group_instance_id", None),
+        assignment={a.member_id: bytes(a.assignment) for a in body.assignments},
+        protocol_type=getattr(body, "protocol_type", None),
+        protocol_name=getattr(body, "protocol_name", None),
+    )
     response = make(
         types.SyncGroupResponse,
         throttle_time=NO_THROTTLE,
-        error_code=code,
-        protocol_type=protocol_type,
-        protocol_name=protocol_name,
-        assignment=assignment,
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
     )
     return encode_response(request.header.correlation_id, response)
 
@@ -170,13 +154,8 @@ async def handle_sync_group(state: BrokerState, request: Request) -> bytes:
 def handle_heartbeat(state: BrokerState, request: Request) -> bytes:
     types = response_types(HEARTBEAT, request.header.api_version)
     body = request.body
-    coordinator = coordinator_of(state)
-    code = (
-        ErrorCode.coordinator_not_available
-        if coordinator is None
-        else coordinator.heartbeat(
-            body.group_id, body.member_id, getattr(body, "group_instance_id", None), int(body.generation_id)
-        )
+    code = state.groups.heartbeat(
+        body.group_id, body.member_id, getattr(body, "group_instance_id", None), int(body.generation_id)
     )
     response = make(types.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=code)
     return encode_response(request.header.correlation_id, response)
@@ -190,11 +169,7 @@ def handle_leave_group(state: BrokerState, request: Request) -> bytes:
         leaving = [MemberIdentity(m.member_id, m.group_instance_id) for m in body.members]
     else:
         leaving = [MemberIdentity(body.member_id)]
-    coordinator = coordinator_of(state)
-    if coordinator is None:
-        top, errors = ErrorCode.coordinator_not_available, list[ErrorCode]()
-    else:
-        top, errors = coordinator.leave_group(body.group_id, leaving)
+    top, errors = state.groups.leave_group(body.group_id, leaving)
     if version < 3 and top is ErrorCode.none and errors:
         top = errors[0]  # one member: its error is the answer
     members = tuple(

@@ -25,7 +25,7 @@ def handle(state: BrokerState, request: Request) -> bytes:
             index = int(requested.partition)
             code, epoch, end_offset = ErrorCode.none, -1, -1
             current = int(getattr(requested, "current_leader_epoch", -1))
-            found = state.leader_partition(topic.topic, index, current)
+            found = state.partitions.leader_partition(topic.topic, index, current)
             if isinstance(found, ErrorCode):
                 code = found
             else:

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from barnabas.cluster import Controller, NotControllerError
+from barnabas.cluster import NotControllerError
 from barnabas.cluster.leadership import ElectionError
 from barnabas.coordination import CoordinationError, FencedError
 from barnabas.protocol import ErrorCode, Request, encode_response
@@ -29,12 +29,6 @@ PREFERRED, UNCLEAN = 0, 1
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-
-
-def _controller(state: BrokerState) -> Controller:
-    if state.controller is None:
-        raise NotControllerError("this broker has not joined the cluster")
-    return state.controller
 
 
 def _failure(exc: Exception) -> tuple[ErrorCode, str]:
@@ -84,7 +78,7 @@ async def handle_elect_leaders(state: BrokerState, request: Request) -> bytes:
     top_code, top_message = ErrorCode.none, None
     results: Mapping[TopicPartition, ElectionError | None]
     try:
-        results = await _controller(state).elect_leaders(wanted, preferred=preferred)
+        results = await state.controller.elect_leaders(wanted, preferred=preferred)
     except (NotControllerError, CoordinationError) as exc:
         top_code, top_message = _failure(exc)
         results = {tp: ElectionError(top_code, top_message) for tp in wanted or ()}
@@ -116,7 +110,7 @@ async def handle_alter_partition_reassignments(state: BrokerState, request: Requ
     top_code, top_message = ErrorCode.none, None
     results: Mapping[TopicPartition, ElectionError | None] = {}
     try:
-        results = await _controller(state).alter_reassignments(changes, allow_replication_factor_change=allow_rf_change)
+        results = await state.controller.alter_reassignments(changes, allow_replication_factor_change=allow_rf_change)
     except (NotControllerError, CoordinationError) as exc:
         top_code, top_message = _failure(exc)
     responses = _per_topic(
@@ -145,10 +139,10 @@ def handle_list_partition_reassignments(state: BrokerState, request: Request) ->
         wanted = {(t.name, int(p)) for t in body.topics for p in t.partition_indexes}
     top_code, top_message = ErrorCode.none, None
     ongoing: dict[TopicPartition, Any] = {}
-    if state.controller is None or state.controller.fence is None:
+    if state.controller.fence is None:
         top_code, top_message = ErrorCode.not_controller, "This broker is not the controller."
     else:
-        for name, topic in state.topics.topics.items():
+        for name, topic in state.node.topics.topics.items():
             for partition, moving in topic.reassigning.items():
                 if wanted is None or (name, partition) in wanted:
                     ongoing[(name, partition)] = make(

@@ -67,7 +67,7 @@ def handle(state: BrokerState, request: Request) -> bytes:
                 "offset": -1,
                 "leader_epoch": -1,
             }
-            found_partition = state.leader_partition(
+            found_partition = state.partitions.leader_partition(
                 topic.name, index, int(getattr(requested, "current_leader_epoch", -1))
             )
             if isinstance(found_partition, ErrorCode):

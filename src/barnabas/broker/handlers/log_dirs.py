@@ -31,12 +31,12 @@ def _wanted(topics: Iterable[Any] | None) -> set[tuple[str, int]] | None:
 
 def _dir_result(state: BrokerState, types: Any, log_dir: Path, wanted: set[tuple[str, int]] | None) -> Any:
     by_topic: dict[str, list[Any]] = {}
-    for topic, partition in state.logs.partitions():
-        if state.logs.log_dir_of(topic, partition) != log_dir or (
+    for topic, partition in state.node.logs.partitions():
+        if state.node.logs.log_dir_of(topic, partition) != log_dir or (
             wanted is not None and (topic, partition) not in wanted
         ):
             continue
-        partition_log = state.logs.get(topic, partition)
+        partition_log = state.node.logs.get(topic, partition)
         if partition_log is None:  # deleted since partitions() was read
             continue
         by_topic.setdefault(topic, []).append(
@@ -63,7 +63,7 @@ def _dir_result(state: BrokerState, types: Any, log_dir: Path, wanted: set[tuple
 def handle(state: BrokerState, request: Request) -> bytes:
     types = response_types(API_KEY, request.header.api_version)
     wanted = _wanted(request.body.topics)
-    results = tuple(_dir_result(state, types, log_dir, wanted) for log_dir in state.logs.log_dirs)
+    results = tuple(_dir_result(state, types, log_dir, wanted) for log_dir in state.node.logs.log_dirs)
     response = make(
         types.DescribeLogDirsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, results=results
     )

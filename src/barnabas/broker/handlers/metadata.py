@@ -36,7 +36,7 @@ def topic_section(state: BrokerState, topic: Topic, version: int) -> bytes:
     Clients ask for Metadata often, and a topic may have thousands of partitions; the answer
     only changes with topics, partition states and live brokers (``BrokerState.derived``).
     """
-    cache = state.derived()
+    cache = state.node.derived()
     key = ("metadata", topic.name, version)
     cached = cache.get(key)
     if cached is not None and cached[0] is topic:
@@ -47,10 +47,10 @@ def topic_section(state: BrokerState, topic: Topic, version: int) -> bytes:
 
 
 def _build_topic_metadata(state: BrokerState, topic: Topic) -> MetadataTopic:
-    live = set(live_brokers(state))
+    live = set(live_brokers(state.node))
     partitions = []
     for index, replicas in sorted(topic.assignment.items()):
-        partition_state = state.partition_state(topic.name, index)
+        partition_state = state.node.partition_state(topic.name, index)
         leader = partition_state.leader if partition_state else -1
         error = ErrorCode.none
         if leader not in live:
@@ -77,9 +77,9 @@ async def _resolve(
     state: BrokerState, version: int, name: str | None, topic_id: uuid.UUID | None, auto_create: bool
 ) -> MetadataTopic | bytes:
     if name is None:
-        by_id = next((t for t in state.topics.topics.values() if t.topic_id == topic_id), None)
+        by_id = next((t for t in state.node.topics.topics.values() if t.topic_id == topic_id), None)
         return topic_section(state, by_id, version) if by_id else _missing(ErrorCode.unknown_topic_id, None, topic_id)
-    topic = state.topic(name)
+    topic = state.node.topic(name)
     if topic is not None:
         return topic_section(state, topic, version)
     if topic_name_problem(name):
@@ -87,11 +87,11 @@ async def _resolve(
     if not auto_create:
         return _missing(ErrorCode.unknown_topic_or_partition, name)
     try:
-        topic = await create_topic(state, name)
+        topic = await create_topic(state.node, name)
     except TopicAdminError as exc:
         if exc.error_code is not ErrorCode.topic_already_exists:
             return _missing(exc.error_code, name)
-        topic = state.topic(name)
+        topic = state.node.topic(name)
         if topic is None:
             return _missing(ErrorCode.leader_not_available, name)
     return topic_section(state, topic, version)
@@ -101,12 +101,12 @@ async def handle(state: BrokerState, request: Request) -> bytes:
     version = request.header.api_version
     body = request.body
     requested = body.topics
-    auto_create = bool(state.config["auto.create.topics.enable"]) and (
+    auto_create = bool(state.node.config["auto.create.topics.enable"]) and (
         version < 4 or bool(body.allow_auto_topic_creation)
     )
     if requested is None or (version == 0 and not requested):
         topics: list[MetadataTopic | bytes] = [
-            topic_section(state, t, version) for _, t in sorted(state.topics.topics.items())
+            topic_section(state, t, version) for _, t in sorted(state.node.topics.topics.items())
         ]
     else:
         topics = []
@@ -121,10 +121,10 @@ async def handle(state: BrokerState, request: Request) -> bytes:
             topics.append(await _resolve(state, version, name, topic_id, auto_create))
     brokers = [
         MetadataBroker(info.broker_id, info.host, info.port, info.rack)
-        for _, info in sorted(state.live_brokers().items())
+        for _, info in sorted(state.node.live_brokers().items())
     ]
     return encode_metadata_response(
-        version, request.header.correlation_id, brokers, state.cluster_id, state.controller_id, topics
+        version, request.header.correlation_id, brokers, state.node.cluster_id, state.controller_id, topics
     )
 
 

@@ -38,11 +38,11 @@ def _topics_of(
 async def handle_offset_commit(state: BrokerState, request: Request) -> bytes:
     types = response_types(OFFSET_COMMIT, request.header.api_version)
     body = request.body
-    now_ms = state.now_ms()
+    now_ms = state.node.now_ms()
     wanted: dict[TopicPartition, OffsetCommitValue] = {}
     errors: dict[TopicPartition, ErrorCode] = {}
     for topic in body.topics:
-        known = state.topic(topic.name)
+        known = state.node.topic(topic.name)
         for p in topic.partitions:
             tp = (topic.name, int(p.partition_index))
             if known is None or tp[1] not in known.assignment:
@@ -54,12 +54,9 @@ async def handle_offset_commit(state: BrokerState, request: Request) -> bytes:
                 metadata=p.committed_metadata or "",
                 commit_timestamp=now_ms,
             )
-    coordinator = state.groups
-    if coordinator is None:
-        errors.update(dict.fromkeys(wanted, ErrorCode.coordinator_not_available))
-    elif wanted:
+    if wanted:
         errors.update(
-            await coordinator.commit_offsets(
+            await state.groups.commit_offsets(
                 body.group_id,
                 body.member_id,
                 getattr(body, "group_instance_id", None),
@@ -81,8 +78,6 @@ def _fetch_group(
     state: BrokerState, group_id: str, topics: Sequence[Any] | None
 ) -> tuple[ErrorCode, dict[TopicPartition, OffsetCommitValue | None]]:
     wanted = None if topics is None else [(t.name, int(p)) for t in topics for p in t.partition_indexes]
-    if state.groups is None:
-        return ErrorCode.coordinator_not_available, {}
     return state.groups.fetch_offsets(group_id, wanted)
 
 
@@ -124,10 +119,7 @@ async def handle_offset_delete(state: BrokerState, request: Request) -> bytes:
     types = response_types(OFFSET_DELETE, request.header.api_version)
     body = request.body
     partitions = [(t.name, int(p.partition_index)) for t in body.topics for p in t.partitions]
-    if state.groups is None:
-        code, results = ErrorCode.coordinator_not_available, dict[tuple[str, int], ErrorCode]()
-    else:
-        code, results = await state.groups.delete_offsets(body.group_id, partitions, subscribed_topics)
+    code, results = await state.groups.delete_offsets(body.group_id, partitions, subscribed_topics)
     fields = {tp: {"error_code": e} for tp, e in results.items()}
     topics = _topics_of(types, "OffsetDeleteResponseTopic", "OffsetDeleteResponsePartition", fields)
     response = make(types.OffsetDeleteResponse, error_code=code, throttle_time=NO_THROTTLE, topics=topics)

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 from barnabas.protocol import ErrorCode, ProducePartitionResult, Request, encode_produce_response
 
-from ..partition_service import AppendStarted, append_failure, begin_append, finish_append, min_insync
+from ..partition_service import AppendStarted, append_failure
 from ..registry import CLOSE_CONNECTION, ApiSpec, Response
 from ..replication import LeaderReplica
 from ..state import BrokerState
@@ -60,7 +60,7 @@ class _InFlight(NamedTuple):
 def handle(state: BrokerState, request: Request) -> Response | Awaitable[Response]:
     body = request.body
     acks = int(body.acks)
-    now_ms = state.now_ms()
+    now_ms = state.node.now_ms()
     results: list[tuple[str, list[ProducePartitionResult]]] = []
     waits: list[_Wait] = []
     in_flight: list[_InFlight] = []
@@ -69,7 +69,7 @@ def handle(state: BrokerState, request: Request) -> Response | Awaitable[Respons
         for data in topic.partition_data:
             if acks not in (-1, 0, 1):
                 outcome = append_failure(data.index, ErrorCode.invalid_required_acks)
-            elif (known := state.topic(topic.name)) is not None and known.internal:
+            elif (known := state.node.topic(topic.name)) is not None and known.internal:
                 outcome = append_failure(
                     data.index, ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic.name}"
                 )
@@ -80,7 +80,7 @@ def handle(state: BrokerState, request: Request) -> Response | Awaitable[Respons
                     "transactions are not supported yet",
                 )
             else:
-                started = begin_append(state, topic.name, data.index, data.records, acks=acks, now_ms=now_ms)
+                started = state.partitions.begin_append(topic.name, data.index, data.records, acks=acks, now_ms=now_ms)
                 if isinstance(started, ProducePartitionResult):
                     outcome = started
                 elif started.append.done:
@@ -111,11 +111,11 @@ def _settle(  # noqa: PLR0917 - where the result goes and what it came from
     (Kafka's DelayedProduce answers NOT_LEADER_OR_FOLLOWER otherwise): a later leader may never
     have received it. The wait is for the end of this batch, or for a duplicate the log end.
     """
-    outcome = finish_append(state, topic_name, index, started)
+    outcome = state.partitions.finish_append(topic_name, index, started)
     leader = started.leader
-    if acks != -1 or outcome.error_code != ErrorCode.none or state.replicas is None:
+    if acks != -1 or outcome.error_code != ErrorCode.none:
         return outcome
-    if leader is None or leader.resigned or state.replicas.leader(topic_name, index) is not leader:
+    if leader.resigned or state.replicas.leader(topic_name, index) is not leader:
         return append_failure(index, ErrorCode.not_leader_or_follower)
     result = started.append.result
     required = started.log.log_end_offset if result.duplicate else result.last_offset + 1
@@ -139,7 +139,7 @@ async def _respond_when_written(
             # their partitions answer KAFKA_STORAGE_ERROR as Kafka does for a failed log write.
             with contextlib.suppress(Exception):
                 await asyncio.wrap_future(landed)
-    now_ms = state.now_ms()
+    now_ms = state.node.now_ms()
     acks = int(request.body.acks)
     for item in in_flight:
         if not item.started.append.done:
@@ -180,7 +180,7 @@ async def _respond_when_replicated(
         outcome = partitions[item.partition_position]
         leader = item.leader
         code = await leader.wait_for_high_watermark(item.required_offset, timeout_s)
-        if code is ErrorCode.none and len(leader.isr) < min_insync(state, item.topic_name):
+        if code is ErrorCode.none and len(leader.isr) < state.partitions.min_insync(item.topic_name):
             code = ErrorCode.not_enough_replicas_after_append
         if code is not ErrorCode.none:
             partitions[item.partition_position] = append_failure(outcome.partition_index, code)

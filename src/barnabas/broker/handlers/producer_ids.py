@@ -28,7 +28,7 @@ async def handle(state: BrokerState, request: Request) -> bytes:
             producer_epoch=-1,
         )
     else:
-        producer_id = await state.producer_ids.next_id()
+        producer_id = await state.node.producer_ids.next_id()
         response = make(
             types.InitProducerIdResponse,
             throttle_time=NO_THROTTLE,

@@ -27,7 +27,7 @@ def _config_entries(state: BrokerState, types: Any, topic: Topic) -> tuple[Any, 
     """The created topic's effective configs, which CreateTopics returns from v5 (KIP-525)."""
     if not hasattr(types, "CreatableTopicConfigs"):
         return ()
-    resolved = resolve_topic_config(state.config, topic.config)
+    resolved = resolve_topic_config(state.node.config, topic.config)
     return tuple(
         make(
             types.CreatableTopicConfigs,
@@ -64,7 +64,7 @@ async def handle_create_topics(state: BrokerState, request: Request) -> bytes:
             continue
         try:
             topic = await create_topic(
-                state,
+                state.node,
                 requested.name,
                 num_partitions=int(requested.num_partitions),
                 replication_factor=int(requested.replication_factor),
@@ -98,7 +98,7 @@ async def handle_delete_topics(state: BrokerState, request: Request) -> bytes:
     for wanted_name, topic_id in wanted:
         name = wanted_name
         if name is None and topic_id is not None:
-            name = next((t.name for t in state.topics.topics.values() if t.topic_id == topic_id), None)
+            name = next((t.name for t in state.node.topics.topics.values() if t.topic_id == topic_id), None)
             if name is None:
                 results.append(
                     make(
@@ -111,7 +111,7 @@ async def handle_delete_topics(state: BrokerState, request: Request) -> bytes:
                 )
                 continue
         try:
-            topic = await delete_topic(state, name)
+            topic = await delete_topic(state.node, name)
         except TopicAdminError as exc:
             results.append(
                 make(
@@ -149,7 +149,7 @@ async def handle_create_partitions(state: BrokerState, request: Request) -> byte
             assignment = [list(a.broker_ids) for a in requested.assignments] if requested.assignments else None
             try:
                 await create_partitions(
-                    state,
+                    state.node,
                     requested.name,
                     int(requested.count),
                     assignment=assignment,

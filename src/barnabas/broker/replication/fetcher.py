@@ -33,7 +33,7 @@ from barnabas.protocol import ErrorCode, request_class
 from ..client import BrokerConnectionError, KafkaClient
 
 if TYPE_CHECKING:
-    from ..state import BrokerState
+    from ..state import NodeState
 
 __all__ = ["ReplicaFetcher"]
 
@@ -69,7 +69,7 @@ class _Followed:
 
 
 class ReplicaFetcher:
-    def __init__(self, state: BrokerState, leader_id: int) -> None:
+    def __init__(self, state: NodeState, leader_id: int) -> None:
         self.state = state
         self.leader_id = leader_id
         self.partitions: dict[TopicPartition, _Followed] = {}

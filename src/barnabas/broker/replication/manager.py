@@ -36,7 +36,7 @@ from .fetcher import ReplicaFetcher
 from .leader import LeaderReplica
 
 if TYPE_CHECKING:
-    from ..state import BrokerState
+    from ..state import NodeState
 
 __all__ = ["ReplicaManager"]
 
@@ -46,7 +46,7 @@ TopicPartition = tuple[str, int]
 
 
 class ReplicaManager:
-    def __init__(self, state: BrokerState) -> None:
+    def __init__(self, state: NodeState) -> None:
         self.state = state
         self.leaders: dict[TopicPartition, LeaderReplica] = {}
         #: Partitions followed: (leader id, leader epoch).
@@ -91,6 +91,14 @@ class ReplicaManager:
 
     def poke_isr(self) -> None:
         self._isr_wake.set()
+
+    def reconcile_now(self) -> None:
+        """Take up a change this broker made itself (the watch would, a little later), so that the
+        partitions it leads accept requests as soon as the admin request is answered."""
+        try:
+            self.reconcile()
+        except Exception:
+            log.exception("reconciling replicas after a topic change failed; the next change retries")
 
     # -- queries used by the request handlers ----------------------------------------------------
 
