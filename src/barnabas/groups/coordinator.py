@@ -1,4 +1,4 @@
-"""The group coordinator: classic-protocol consumer groups and their committed offsets.
+"""The group coordinator: classic-protocol consumer groups, and who may commit their offsets.
 
 Kafka's GroupCoordinator (3.x, the classic protocol), on one event loop instead of locks and
 purgatories:
@@ -19,9 +19,10 @@ purgatories:
 - Version 4+ joins without a member id get MEMBER_ID_REQUIRED with a new id; static members
   (``group.instance.id``) keep their place across restarts, and an old instance gets
   FENCED_INSTANCE_ID.
-- Offsets commit as records and are visible once written (replicated like acks=all); a member
-  commits only in its current generation (Stable or PreparingRebalance); anyone commits to an
-  Empty group with generation -1 (consumers without group management).
+- A member commits offsets only in its current generation (Stable or PreparingRebalance); anyone
+  commits to an Empty group with generation -1 (consumers without group management), which creates
+  the group if need be. Storing, fetching, deleting and expiring offsets is ``offsets.OffsetStore``'s
+  (Kafka's GroupMetadataManager); the coordinator checks the request, then delegates.
 
 Writes go through ``GroupLog.append``; everything else is in memory and rebuilt by ``load``.
 """
@@ -34,16 +35,14 @@ import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from typing import Protocol as TypingProtocol
 
 from barnabas.protocol import ErrorCode
 
-from .consumer_protocol import subscribed_topics
-from .expiry import expired_offsets
 from .group import Group, GroupState, Member, Protocol
 from .loader import load_groups
+from .offsets import OffsetStore
 from .partitioner import partition_for
-from .records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
+from .records import GroupLog, GroupMetadataKey, OffsetCommitValue, RecordPair, encode_key, encode_value
 
 __all__ = [
     "GroupConfig",
@@ -60,15 +59,6 @@ log = logging.getLogger(__name__)
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
 TopicPartition = tuple[str, int]
-RecordPair = tuple[bytes, bytes | None]
-
-
-class GroupLog(TypingProtocol):
-    """Where the coordinator's records go: a partition of ``__consumer_offsets`` this broker leads."""
-
-    async def append(self, partition: int, records: Sequence[RecordPair]) -> ErrorCode:
-        """Write ``records`` and wait until they are replicated; NONE or why not (a group error code)."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +115,9 @@ class GroupCoordinator:
         self._partition_count = partition_count
         self._now = clock_ms
         self.groups: dict[str, Group] = {}
+        self._offsets = OffsetStore(
+            group_log, self.groups, self.partition_for, max_metadata_bytes=config.max_metadata_bytes
+        )
         self.owned: set[int] = set()
         self._loading: dict[int, int] = {}  # partition -> leader epoch being loaded
         self._member_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
@@ -650,23 +643,7 @@ class GroupCoordinator:
         if member_id in group.members:
             member = group.members[member_id]
             self._schedule_expiry(group, member, member.session_timeout_ms)
-        results: dict[TopicPartition, ErrorCode] = {}
-        accepted: dict[TopicPartition, OffsetCommitValue] = {}
-        for tp, value in offsets.items():
-            if len(value.metadata.encode()) > self.config.max_metadata_bytes:
-                results[tp] = ErrorCode.offset_metadata_too_large
-            else:
-                accepted[tp] = value
-        if accepted:
-            records = [
-                (encode_key(OffsetCommitKey(group_id, tp[0], tp[1])), encode_value(value))
-                for tp, value in accepted.items()
-            ]
-            stored = await self._log.append(self.partition_for(group_id), records)
-            if stored is ErrorCode.none and self.groups.get(group_id) is group:
-                group.offsets.update(accepted)
-            results.update(dict.fromkeys(accepted, stored))
-        return {tp: results[tp] for tp in offsets}
+        return await self._offsets.commit(group, offsets)
 
     def _commit_error(self, group_id: str, member_id: str, instance_id: str | None, generation: int) -> ErrorCode:
         group = self.groups.get(group_id)
@@ -693,11 +670,7 @@ class GroupCoordinator:
         error = self.group_status(group_id, allow_empty_id=True)
         if error is not ErrorCode.none:
             return error, {}
-        group = self.groups.get(group_id)
-        committed = group.offsets if group is not None else {}
-        if partitions is None:
-            return ErrorCode.none, dict(sorted(committed.items()))
-        return ErrorCode.none, {tp: committed.get(tp) for tp in partitions}
+        return ErrorCode.none, self._offsets.fetch(group_id, partitions)
 
     async def delete_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition], subscribed: Callable[[Group], set[str]]
@@ -717,16 +690,7 @@ class GroupCoordinator:
         results = {tp: ErrorCode.group_subscribed_to_topic for tp in partitions if tp[0] in topics}
         removable = [tp for tp in partitions if tp[0] not in topics]
         if removable:
-            records = [
-                (encode_key(OffsetCommitKey(group_id, t, p)), None) for t, p in removable if (t, p) in group.offsets
-            ]
-            stored = ErrorCode.none
-            if records:
-                stored = await self._log.append(self.partition_for(group_id), records)
-            if stored is ErrorCode.none:
-                for tp in removable:
-                    group.offsets.pop(tp, None)
-            results.update(dict.fromkeys(removable, stored))
+            results.update(dict.fromkeys(removable, await self._offsets.delete(group, removable)))
         return ErrorCode.none, {tp: results[tp] for tp in partitions}
 
     async def expire_offsets(self, retention_ms: int) -> int:
@@ -736,33 +700,19 @@ class GroupCoordinator:
         for group in list(self.groups.values()):
             if self.partition_for(group.group_id) not in self.owned or group.is_in(GroupState.DEAD):
                 continue
-            expired = expired_offsets(group, now, retention_ms, subscribed_topics)
-            records: list[RecordPair] = [(encode_key(OffsetCommitKey(group.group_id, t, p)), None) for t, p in expired]
-            drop_group = group.is_in(GroupState.EMPTY) and len(expired) == len(group.offsets)
-            if drop_group:
-                records.append((encode_key(GroupMetadataKey(group.group_id)), None))
-            if not records or await self._log.append(self.partition_for(group.group_id), records) is not ErrorCode.none:
-                continue
-            for tp in expired:
-                group.offsets.pop(tp, None)
-            removed += len(expired)
-            if drop_group and self.groups.get(group.group_id) is group and not group.members:
+            expiry = await self._offsets.expire(group, now, retention_ms)
+            removed += expiry.removed
+            if expiry.group_tombstoned and self.groups.get(group.group_id) is group and not group.members:
                 self._drop(group, ErrorCode.coordinator_not_available)
-                log.info("group %s expired with its %d offsets", group.group_id, len(expired))
+                log.info("group %s expired with its %d offsets", group.group_id, expiry.removed)
         return removed
 
     async def forget_topics(self, topics: set[str]) -> int:
         """Delete the committed offsets of deleted topics (Kafka's handleDeletedPartitions); return how many."""
         removed = 0
         for group in list(self.groups.values()):
-            gone = [tp for tp in group.offsets if tp[0] in topics]
-            if not gone or self.partition_for(group.group_id) not in self.owned:
-                continue
-            records = [(encode_key(OffsetCommitKey(group.group_id, t, p)), None) for t, p in gone]
-            if await self._log.append(self.partition_for(group.group_id), records) is ErrorCode.none:
-                for tp in gone:
-                    group.offsets.pop(tp, None)
-                removed += len(gone)
+            if self.partition_for(group.group_id) in self.owned:
+                removed += await self._offsets.forget(group, topics)
         if removed:
             log.info("removed %d offsets of deleted topics %s", removed, ", ".join(sorted(topics)))
         return removed
@@ -794,7 +744,7 @@ class GroupCoordinator:
                 results[group_id] = error
                 continue
             records: list[RecordPair] = [(encode_key(GroupMetadataKey(group_id)), None)]
-            records += [(encode_key(OffsetCommitKey(group_id, t, p)), None) for t, p in group.offsets]
+            records += self._offsets.tombstones(group)
             stored = await self._log.append(self.partition_for(group_id), records)
             if stored is ErrorCode.none and self.groups.get(group_id) is group:
                 self._drop(group, ErrorCode.coordinator_not_available)

@@ -11,7 +11,8 @@ Kafka's GroupMetadata and MemberMetadata (core/.../coordinator/group in 3.x):
   takes over. Static members (``group.instance.id``) map an instance id to the current member id.
 - A member "awaits join" while its JoinGroup is parked (``join_future``) and "awaits sync"
   while its SyncGroup is (``sync_future``); the coordinator completes those futures.
-- Offsets live with the group: (topic, partition) → the committed value.
+- Offsets live with the group: (topic, partition) → the committed value, as on Kafka's
+  GroupMetadata; ``offsets.OffsetStore`` is what changes them once loaded.
 - After a rebalance every member must send SyncGroup within the rebalance timeout; those that
   have not yet are ``pending_sync`` (newer Kafka removes them when the time is up).
 

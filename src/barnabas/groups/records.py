@@ -9,6 +9,8 @@ Kafka's GroupCoordinatorRecordSerde (core/.../group/GroupMetadataManager in 3.x)
   timestamp, members with their subscription and assignment);
 - a null value is a tombstone: the offset was deleted, or the group was.
 
+A ``GroupLog`` is where the coordinator writes these records: a partition of ``__consumer_offsets``.
+
 Every field is big-endian; strings carry an int16 length (-1 for null), bytes an int32 one,
 arrays an int32 count. Reading accepts the older value versions Kafka wrote (offsets 0-3,
 group metadata 0-3); writing always uses the versions above.
@@ -17,15 +19,21 @@ group metadata 0-3); writing always uses the versions above.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
+
+from barnabas.protocol import ErrorCode
 
 __all__ = [
+    "GroupLog",
     "GroupMetadataKey",
     "GroupMetadataValue",
     "MemberRecord",
     "OffsetCommitKey",
     "OffsetCommitValue",
     "RecordFormatError",
+    "RecordPair",
     "decode_key",
     "decode_value",
     "encode_key",
@@ -40,6 +48,9 @@ GROUP_VALUE_VERSION = 3
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+
+#: A record as written: the encoded key and the encoded value, or None for a tombstone.
+RecordPair = tuple[bytes, bytes | None]
 
 
 class RecordFormatError(ValueError):
@@ -91,6 +102,14 @@ class GroupMetadataValue:
 
 Key = OffsetCommitKey | GroupMetadataKey
 Value = OffsetCommitValue | GroupMetadataValue
+
+
+class GroupLog(Protocol):
+    """Where the coordinator's records go: a partition of ``__consumer_offsets`` this broker leads."""
+
+    async def append(self, partition: int, records: Sequence[RecordPair]) -> ErrorCode:
+        """Write ``records`` and wait until they are replicated; NONE or why not (a group error code)."""
+        ...
 
 
 # -- writing -----------------------------------------------------------------------------------
