@@ -98,6 +98,43 @@ def test_every_run_appends_to_one_log_and_a_restart_is_a_new_run(tmp_path: Path)
     toy.stop()
 
 
+def test_servers_started_together_are_watched_without_blocking(tmp_path: Path) -> None:
+    toys = [server(tmp_path / str(i)) for i in range(2)]
+    for toy in toys:
+        toy.launch()
+    waiting = list(toys)
+    deadline = time.monotonic() + 30
+    while (waiting := [toy for toy in waiting if not toy.poll_ready()]) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert waiting == []
+    for toy in toys:
+        toy.terminate()
+    assert [toy.wait_exit(5) for toy in toys] == [3, 3]
+    assert [toy.exit_code for toy in toys] == [3, 3]
+
+
+def test_a_tail_of_this_run_leaves_out_earlier_runs(tmp_path: Path) -> None:
+    toy = server(tmp_path)
+    toy.log_path.write_text("an earlier run\n")
+    toy.start()
+    assert "an earlier run" in toy.tail()
+    assert toy.tail(this_run=True).startswith("serving on")
+    toy.stop()
+
+
+def test_an_adopted_process_is_stopped_by_pid_unless_its_pid_runs_something_else(tmp_path: Path) -> None:
+    toy = server(tmp_path).start()
+    assert toy.pid is not None
+    stranger = ServerProcess("stranger", [], log_path=tmp_path / "stranger.log", ready=lambda _: True)
+    assert not stranger.adopt(toy.pid, ["some other program"])
+    assert stranger.stop() == 0 and toy.running, "a pid running another command is never signalled"
+    adopter = ServerProcess("adopter", [], log_path=tmp_path / "adopter.log", ready=lambda _: True, stop_timeout_s=5)
+    assert adopter.adopt(toy.pid, [SERVER]) and adopter.running
+    assert adopter.stop() == 0, "not its child: the exit code is unknown"
+    assert not adopter.running
+    assert toy.stop() == 3, "SIGTERM reached it through the adopter"
+
+
 def test_a_broker_writes_its_port_file_and_restarts_on_the_same_port(tmp_path: Path) -> None:
     broker = Broker(tmp_path / "data").start()
     try:

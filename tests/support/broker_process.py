@@ -10,7 +10,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-from barnabas.testing import Broker
+from barnabas.testing import AdoptedProcess, Broker
 
 
 class LogLines:
@@ -44,5 +44,5 @@ class BrokerProcess(Broker):
         self.output = LogLines(self)
 
     @property
-    def proc(self) -> subprocess.Popen[bytes] | None:
+    def proc(self) -> subprocess.Popen[bytes] | AdoptedProcess | None:
         return self.process.proc

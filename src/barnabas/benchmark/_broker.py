@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from barnabas.testing import Broker, ServerStartError
+from barnabas.testing import AdoptedProcess, Broker, ServerStartError
 
 from ._settings import BenchError
 
@@ -33,7 +33,7 @@ class BrokerProcess:
         return self._broker.bootstrap
 
     @property
-    def proc(self) -> subprocess.Popen[bytes] | None:
+    def proc(self) -> subprocess.Popen[bytes] | AdoptedProcess | None:
         return self._broker.process.proc
 
     @property

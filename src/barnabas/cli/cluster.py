@@ -2,17 +2,18 @@
 
 Rules this module keeps:
 
-- Each broker is a separate ``python -m barnabas broker`` process with this interpreter, exactly as a
-  user would start it: ``--id i --listen HOST:PORT --data-dir DIR/broker-i --coordination URL``, output
-  appended to ``DIR/broker-i.log``. All of them share one coordination URL (by default the embedded
-  SQLite file ``DIR/coordination.db``), which is how they find each other.
-- A broker is up once its log says "listening on HOST:PORT" and that port accepts a connection; the
-  check that Metadata lists every broker is best effort and only warns.
+- Each broker is a barnabas.testing Broker, the process harness the tests and the benchmarks use: a
+  separate ``python -m barnabas broker`` process with this interpreter, exactly as a user would start
+  it: ``--id i --listen HOST:PORT --data-dir DIR/broker-i --port-file DIR/broker-i.port --coordination
+  URL``, output appended to ``DIR/broker-i.log``. All of them share one coordination URL (by default the
+  embedded SQLite file ``DIR/coordination.db``), which is how they find each other.
+- A broker is up once it has written its port file, which it does once it serves; the check that
+  Metadata lists every broker is best effort and only warns.
 - ``DIR/cluster.json`` records the pids, ports and bootstrap string of a running cluster, in the
   foreground too, so ``cluster down`` can stop it even if ``cluster up`` itself was killed.
 - Only processes this command started, or recorded in ``cluster.json`` and still running
-  ``barnabas broker`` on that data dir (checked in /proc, so a reused pid is left alone; Linux only),
-  are ever signalled, by pid: SIGTERM, then SIGKILL after a timeout.
+  ``barnabas broker`` on that data dir (adopted by the harness, which checks /proc, so a reused pid is
+  left alone; Linux only), are ever signalled, by pid: SIGTERM, then SIGKILL after a timeout.
 - Brokers run in their own sessions: a Ctrl-C in the terminal reaches ``cluster up``, which stops them in
   order, and a ``--detach``-ed cluster outlives the command that started it.
 - stdout carries only results (the bootstrap string, the status); progress and warnings go to stderr.
@@ -24,7 +25,6 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -39,6 +39,8 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.table import Table
 
+from barnabas.testing import AdoptedProcess, Broker, ServerStartError
+
 from . import log_dirs
 from ._client import add_connection, connect_admin, kafka_error
 from .errors import CliError
@@ -48,10 +50,7 @@ DEFAULT_DATA_DIR = "./barnabas-cluster"
 DEFAULT_BASE_PORT = 9092
 STATE_FILE = "cluster.json"
 STATE_VERSION = 1
-_LISTENING = re.compile(
-    r"listening on (?P<host>[\w.:*-]+):(?P<port>\d+)(?:, advertised as (?P<ahost>[\w.:-]+):(?P<aport>\d+))?"
-)
-_WILDCARDS = ("", "*", "0.0.0.0", "::")
+_WILDCARDS = ("", "0.0.0.0", "::")
 _POLL_S = 0.1
 _LOG_TAIL_LINES = 12
 
@@ -168,44 +167,35 @@ def register(commands: Any) -> None:
 # --- processes -------------------------------------------------------------------------------
 
 
-@dataclass
-class _Broker:
-    """One broker process of the cluster, started here or read back from cluster.json."""
+class _Member(Broker):
+    """A broker of the cluster: the harness's Broker in its own session, and the address it gives clients."""
 
-    broker_id: int
-    data_dir: Path
-    log_path: Path
-    host: str
-    port: int
-    pid: int = 0
-    proc: subprocess.Popen[bytes] | None = None
-    log_offset: int = 0
-    advertised: tuple[str, int] | None = None
-    ready: bool = False
-
-    @property
-    def endpoint(self) -> str:
-        host, port = self.advertised or (self.host, self.port)
-        return f"{host}:{port}"
-
-    def exit_code(self) -> int | None:
-        """The exit code if the process has ended, else None."""
-        if self.proc is not None:
-            return self.proc.poll()
-        return None if _running_broker(self.pid, self.data_dir) else 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.broker_id, "pid": self.pid, "host": self.host, "port": self.port, "endpoint": self.endpoint,
-            "data_dir": str(self.data_dir), "log": str(self.log_path),
-        }  # fmt: skip
-
-    @classmethod
-    def from_json(cls, document: dict[str, Any]) -> _Broker:
-        return cls(
-            broker_id=int(document["id"]), data_dir=Path(document["data_dir"]), log_path=Path(document["log"]),
-            host=str(document["host"]), port=int(document["port"]), pid=int(document["pid"]),
+    def __init__(self, args: argparse.Namespace, broker_id: int, coordination: str, settings: Sequence[str]) -> None:
+        if args.rack_per_broker:
+            settings = [*settings, f"broker.rack=rack-{broker_id}"]
+        super().__init__(
+            args.data_dir / f"broker-{broker_id}", broker_id, coordination_url=coordination,
+            extra_args=[arg for item in settings for arg in ("--set", item)], host=args.host,
+            port=args.base_port + broker_id if args.base_port else 0, new_session=True,
         )  # fmt: skip
+        self.settings = list(settings)
+        self.endpoint = self.bootstrap
+
+
+def _adopted(document: dict[str, Any]) -> Broker:
+    """A broker recorded in cluster.json, adopted by its pid (it runs only if that pid still runs it)."""
+    broker = Broker(
+        Path(document["data_dir"]), int(document["id"]), host=str(document["host"]), port=int(document["port"])
+    )
+    broker.adopt(int(document["pid"]))
+    return broker
+
+
+def _broker_json(broker: _Member) -> dict[str, Any]:
+    return {
+        "id": broker.broker_id, "pid": broker.pid, "host": broker.host, "port": broker.port,
+        "endpoint": broker.endpoint, "data_dir": str(broker.data_dir), "log": str(broker.process.log_path),
+    }  # fmt: skip
 
 
 @dataclass
@@ -235,92 +225,39 @@ class _Stopper:
         return self.event.is_set()
 
 
-def _process_args(pid: int) -> list[str] | None:
-    """The command line of a running process (not a zombie), or None if there is none with this pid."""
-    if pid <= 0:
-        return None
-    proc = Path("/proc") / str(pid)
-    try:
-        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        argv = (proc / "cmdline").read_bytes().split(b"\0")
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return None
-    if state in ("Z", "X"):  # exited, waiting for its parent to reap it
-        return None
-    return [arg.decode(errors="replace") for arg in argv]
-
-
-def _running_broker(pid: int, data_dir: Path) -> bool:
-    """Whether ``pid`` is alive and still a ``barnabas broker`` on ``data_dir`` (not a reused pid)."""
-    args = _process_args(pid)
-    return args is not None and "broker" in args and str(data_dir) in args
-
-
-def _running_supervisor(pid: int) -> bool:
-    """Whether ``pid`` is alive and still a ``barnabas cluster up`` process."""
-    args = _process_args(pid)
-    return args is not None and "cluster" in args and "up" in args
-
-
-def _log_tail(broker: _Broker) -> list[str]:
+def _log_tail(broker: Broker) -> list[str]:
     """The last lines this run of the broker wrote to its log."""
-    try:
-        with broker.log_path.open("rb") as log:
-            log.seek(max(broker.log_offset, broker.log_path.stat().st_size - 16384))
-            text = log.read().decode(errors="replace")
-    except OSError:
-        return []
-    return [line for line in text.splitlines() if line.strip()][-_LOG_TAIL_LINES:]
+    lines = broker.process.tail(_LOG_TAIL_LINES * 2, this_run=True).splitlines()
+    return [line for line in lines if line.strip()][-_LOG_TAIL_LINES:]
 
 
-def _scan_log(broker: _Broker) -> bool:
-    """Whether this run of the broker logged "listening on", taking the port and advertised address it names."""
-    try:
-        with broker.log_path.open("rb") as log:
-            log.seek(broker.log_offset)
-            text = log.read().decode(errors="replace")
-    except OSError:
-        return False
-    match = _LISTENING.search(text)
-    if match is None:
-        return False
-    broker.port = int(match["port"])
-    if match["ahost"]:
-        broker.advertised = (match["ahost"], int(match["aport"]))
-    return True
+def _advertised(broker: _Member) -> str:
+    """The address the broker gives clients, worked out as it does (``barnabas.broker.Broker._advertised_endpoint``).
+
+    That is advertised.listeners where set (by ``--set`` or ``BARNABAS_ADVERTISED_LISTENERS``), else the
+    address it listens on, with this host's name for a wildcard. The port file holds only the port.
+    """
+    from barnabas.config import load_broker_config
+
+    overrides = {key.strip(): value for key, _, value in (item.partition("=") for item in broker.settings)}
+    overrides["listeners"] = f"PLAINTEXT://{broker.host}:{broker.port}"
+    config = load_broker_config(None, overrides)
+    if config["advertised.listeners"]:
+        advertised = config.advertised_listeners[0]
+        return f"{advertised.host or socket.getfqdn()}:{advertised.port}"
+    return f"{socket.getfqdn() if broker.host in _WILDCARDS else broker.host}:{broker.port}"
 
 
-def _accepts(host: str, port: int) -> bool:
-    target = "127.0.0.1" if host in _WILDCARDS else host
-    try:
-        with socket.create_connection((target, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def _signal(pid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signum)
-
-
-def _stop_brokers(brokers: Sequence[_Broker], timeout: float, console: Console) -> None:
-    """SIGTERM every broker still running, wait up to ``timeout`` for all, SIGKILL the rest, reap children."""
-    running = [b for b in brokers if b.pid and b.exit_code() is None]
+def _stop_brokers(brokers: Sequence[Broker], timeout: float, console: Console) -> None:
+    """The stop signal to every broker still running, then wait up to ``timeout`` for all, SIGKILL the rest."""
+    running = [b for b in brokers if b.running]
     for broker in running:
-        _signal(broker.pid, signal.SIGTERM)
+        broker.process.terminate()
     deadline = time.monotonic() + timeout
-    while running and time.monotonic() < deadline:
-        running = [b for b in running if b.exit_code() is None]
-        if running:
-            time.sleep(_POLL_S)
     for broker in running:
-        console.print(f"broker {broker.broker_id} (pid {broker.pid}) did not stop in {timeout:g} s: SIGKILL")
-        _signal(broker.pid, signal.SIGKILL)
-    for broker in brokers:
-        if broker.proc is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                broker.proc.wait(timeout=10)
+        if broker.process.wait_exit(deadline - time.monotonic()) is None:
+            console.print(f"broker {broker.broker_id} (pid {broker.pid}) did not stop in {timeout:g} s: SIGKILL")
+            broker.kill()
 
 
 # --- cluster.json ----------------------------------------------------------------------------
@@ -350,7 +287,7 @@ def _read_state(data_dir: Path) -> dict[str, Any] | None:
     return document
 
 
-def _state_document(args: argparse.Namespace, coordination: str, brokers: Sequence[_Broker]) -> dict[str, Any]:
+def _state_document(args: argparse.Namespace, coordination: str, brokers: Sequence[_Member]) -> dict[str, Any]:
     return {
         "version": STATE_VERSION,
         "data_dir": str(args.data_dir),
@@ -359,7 +296,7 @@ def _state_document(args: argparse.Namespace, coordination: str, brokers: Sequen
         "detached": bool(args.detach),
         "supervisor_pid": None if args.detach else os.getpid(),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "brokers": [b.to_json() for b in brokers],
+        "brokers": [_broker_json(b) for b in brokers],
     }
 
 
@@ -385,76 +322,70 @@ def _check_up_args(args: argparse.Namespace) -> None:
         raise CliError("--timeout and --stop-timeout must be positive, --metadata-wait not negative")
 
 
-def _broker_command(args: argparse.Namespace, broker: _Broker, coordination: str, settings: Sequence[str]) -> list[str]:
-    command = [
-        sys.executable, "-m", "barnabas", "broker", "--id", str(broker.broker_id),
-        "--listen", f"{broker.host}:{broker.port}", "--data-dir", str(broker.data_dir),
-        "--coordination", coordination,
-    ]  # fmt: skip
-    for item in settings:
-        command += ["--set", item]
-    if args.rack_per_broker:
-        command += ["--set", f"broker.rack=rack-{broker.broker_id}"]
-    return command
+def _launch(broker: Broker) -> None:
+    """Start the broker without waiting, after a line in its log that says which run follows."""
+    header = f"--- barnabas cluster up {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(broker.command())}\n"
+    try:
+        with broker.process.log_path.open("a") as log:
+            log.write(header)
+        broker.launch()
+    except OSError as exc:
+        raise CliError(f"cannot start broker {broker.broker_id}: {exc}") from None
 
 
-def _spawn(command: list[str], broker: _Broker) -> None:
-    broker.data_dir.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with broker.log_path.open("ab") as log:
-        broker.log_offset = log.tell()
-        header = f"--- barnabas cluster up {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(command)}\n"
-        log.write(header.encode())
-        log.flush()
-        broker.log_offset = log.tell()
-        broker.proc = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-    broker.pid = broker.proc.pid
-
-
-def _startup_failure(broker: _Broker, code: int, console: Console) -> CliError:
+def _startup_failure(broker: Broker, console: Console) -> CliError:
     tail = _log_tail(broker)
     for line in tail:
         console.print(f"  broker {broker.broker_id} | {line}", markup=False, highlight=False)
     last = tail[-1] if tail else "no output"
-    return CliError(f"broker {broker.broker_id} exited with code {code} during startup (log {broker.log_path}): {last}")
+    return CliError(
+        f"broker {broker.broker_id} exited with code {broker.process.exit_code} during startup "
+        f"(log {broker.process.log_path}): {last}"
+    )
 
 
-def _wait_listening(brokers: Sequence[_Broker], deadline: float, stopper: _Stopper, console: Console) -> None:
-    """Wait until every broker has logged that it listens and accepts a connection.
+def _serves(broker: _Member, console: Console) -> bool:
+    """Whether the broker serves now (it has written its port file), taking the address it gives clients.
+
+    Raises:
+        CliError: it exited.
+    """
+    try:
+        if not broker.poll_ready():
+            return False
+    except ServerStartError:
+        raise _startup_failure(broker, console) from None
+    broker.endpoint = _advertised(broker)
+    console.print(f"broker {broker.broker_id} listening on {broker.endpoint} (pid {broker.pid})")
+    return True
+
+
+def _wait_listening(brokers: Sequence[_Member], deadline: float, stopper: _Stopper, console: Console) -> None:
+    """Wait until every broker serves.
 
     Raises:
         CliError: a broker exited, the deadline passed, or a signal asked to stop.
     """
+    waiting = list(brokers)
     with console.status(f"starting {len(brokers)} brokers") as status:
         while True:
             if stopper.stopping:
                 raise CliError("interrupted while starting", exit_code=130)
-            for broker in brokers:
-                if broker.ready:
-                    continue
-                code = broker.exit_code()
-                if code is not None:
-                    raise _startup_failure(broker, code, console)
-                if _scan_log(broker) and _accepts(broker.host, broker.port):
-                    broker.ready = True
-                    console.print(f"broker {broker.broker_id} listening on {broker.endpoint} (pid {broker.pid})")
-            waiting = [b for b in brokers if not b.ready]
+            waiting = [b for b in waiting if not _serves(b, console)]
             if not waiting:
                 return
             ids = ", ".join(str(b.broker_id) for b in waiting)
             if time.monotonic() > deadline:
                 tail = _log_tail(waiting[0])
                 raise CliError(
-                    f"brokers {ids} not listening after the timeout (log {waiting[0].log_path}): "
+                    f"brokers {ids} not listening after the timeout (log {waiting[0].process.log_path}): "
                     f"{tail[-1] if tail else 'no output'}"
                 )
             status.update(f"starting brokers: waiting for {ids}")
             time.sleep(_POLL_S)
 
 
-def _wait_metadata(brokers: Sequence[_Broker], wait_s: float, stopper: _Stopper, console: Console) -> None:
+def _wait_metadata(brokers: Sequence[_Member], wait_s: float, stopper: _Stopper, console: Console) -> None:
     """Best effort: wait until Metadata lists every broker; warn if it does not in ``wait_s``."""
     if wait_s <= 0:
         return
@@ -501,7 +432,7 @@ def _up(args: argparse.Namespace) -> int:
         raise CliError(f"--data-dir {args.data_dir}: {exc.strerror or exc}") from None
     previous = _read_state(args.data_dir)
     if previous is not None:
-        alive = [b for b in map(_Broker.from_json, previous["brokers"]) if _running_broker(b.pid, b.data_dir)]
+        alive = [b for b in map(_adopted, previous["brokers"]) if b.running]
         if alive:
             pids = ", ".join(str(b.pid) for b in alive)
             raise CliError(
@@ -510,32 +441,20 @@ def _up(args: argparse.Namespace) -> int:
             )
         _state_path(args.data_dir).unlink(missing_ok=True)
     coordination = args.coordination or f"sqlite://{args.data_dir / 'coordination.db'}"
-    brokers = [
-        _Broker(
-            broker_id=i,
-            data_dir=args.data_dir / f"broker-{i}",
-            log_path=args.data_dir / f"broker-{i}.log",
-            host=args.host,
-            port=args.base_port + i if args.base_port else 0,
-        )
-        for i in range(args.brokers)
-    ]
+    brokers = [_Member(args, i, coordination, settings) for i in range(args.brokers)]
     stopper = _Stopper()
     handed_over = wrote_state = False
     with stopper.installed():
         try:
             for broker in brokers:
-                try:
-                    _spawn(_broker_command(args, broker, coordination, settings), broker)
-                except OSError as exc:
-                    raise CliError(f"cannot start broker {broker.broker_id}: {exc}") from None
+                _launch(broker)
             _wait_listening(brokers, time.monotonic() + args.timeout, stopper, console)
             _wait_metadata(brokers, args.metadata_wait, stopper, console)
             if stopper.stopping:
                 raise CliError("interrupted while starting", exit_code=130)
             for broker in brokers:
-                if (code := broker.exit_code()) is not None:
-                    raise _startup_failure(broker, code, console)
+                if not broker.running:
+                    raise _startup_failure(broker, console)
             _write_state(args.data_dir, _state_document(args, coordination, brokers))
             wrote_state = True
             print(",".join(b.endpoint for b in brokers), flush=True)
@@ -553,17 +472,17 @@ def _up(args: argparse.Namespace) -> int:
                 _shut_down(args, brokers, wrote_state, console)
 
 
-def _supervise(brokers: Sequence[_Broker], stopper: _Stopper, console: Console) -> int:
+def _supervise(brokers: Sequence[_Member], stopper: _Stopper, console: Console) -> int:
     """Wait for SIGINT or SIGTERM, reporting brokers that exit on their own; 1 if every broker exited."""
     reported: set[int] = set()
     while not stopper.event.wait(0.5):
         for broker in brokers:
-            if broker.broker_id not in reported and (code := broker.exit_code()) is not None:
+            if broker.broker_id not in reported and (code := broker.process.exit_code) is not None:
                 reported.add(broker.broker_id)
                 tail = _log_tail(broker)
                 console.print(
                     f"warning: broker {broker.broker_id} (pid {broker.pid}) exited with code {code}: "
-                    f"{tail[-1] if tail else 'no output'} (log {broker.log_path})",
+                    f"{tail[-1] if tail else 'no output'} (log {broker.process.log_path})",
                     markup=False,
                 )
         if len(reported) == len(brokers):
@@ -573,10 +492,10 @@ def _supervise(brokers: Sequence[_Broker], stopper: _Stopper, console: Console) 
     return 0
 
 
-def _shut_down(args: argparse.Namespace, brokers: Sequence[_Broker], wrote_state: bool, console: Console) -> None:
+def _shut_down(args: argparse.Namespace, brokers: Sequence[_Member], wrote_state: bool, console: Console) -> None:
     # A second Ctrl-C must not cut the shutdown short: it is bounded by --stop-timeout and SIGKILL.
     with _ignoring_signals():
-        _stop_brokers([b for b in brokers if b.proc is not None], args.stop_timeout, console)
+        _stop_brokers(brokers, args.stop_timeout, console)
         if wrote_state:
             _state_path(args.data_dir).unlink(missing_ok=True)
 
@@ -602,28 +521,25 @@ def _down(args: argparse.Namespace) -> int:
     if state is None:
         raise CliError(f"no {STATE_FILE} in {data_dir}: no cluster was started there with `barnabas cluster up`")
     console = Console(stderr=True, highlight=False, soft_wrap=True)
-    brokers = [_Broker.from_json(document) for document in state["brokers"]]
-    running = [b for b in brokers if _running_broker(b.pid, b.data_dir)]
-    supervisor = state.get("supervisor_pid")
-    if isinstance(supervisor, int) and supervisor != os.getpid() and _running_supervisor(supervisor):
-        # A foreground `cluster up` owns them: let it stop its brokers in order.
-        console.print(f"asking `cluster up` (pid {supervisor}) to stop its brokers")
-        _signal(supervisor, signal.SIGTERM)
-        _wait_gone(lambda: _running_supervisor(supervisor), args.stop_timeout + 15)
+    brokers = [_adopted(document) for document in state["brokers"]]
+    running = [b for b in brokers if b.running]
+    supervisor_pid = state.get("supervisor_pid")
+    if isinstance(supervisor_pid, int) and supervisor_pid != os.getpid():
+        supervisor = AdoptedProcess(supervisor_pid, ["cluster", "up"])
+        if supervisor.poll() is None:
+            # A foreground `cluster up` owns them: let it stop its brokers in order.
+            console.print(f"asking `cluster up` (pid {supervisor_pid}) to stop its brokers")
+            supervisor.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                supervisor.wait(args.stop_timeout + 15)
     with _ignoring_signals():
         _stop_brokers(running, args.stop_timeout, console)
-    left = [b for b in brokers if _running_broker(b.pid, b.data_dir)]
+    left = [b for b in brokers if b.running]
     if left:
         raise CliError("still running: " + ", ".join(f"broker {b.broker_id} (pid {b.pid})" for b in left))
     _state_path(data_dir).unlink(missing_ok=True)
     print(f"stopped brokers: {', '.join(str(b.broker_id) for b in running)}" if running else "no broker was running")
     return 0
-
-
-def _wait_gone(alive: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while alive() and time.monotonic() < deadline:
-        time.sleep(_POLL_S)
 
 
 # --- status ----------------------------------------------------------------------------------

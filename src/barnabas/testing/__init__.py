@@ -1,14 +1,16 @@
 """Real barnabas servers for tests: a process harness, a broker, a broker cluster, and a pytest plugin.
 
 Shipped with barnabas (as kazoo ships ``kazoo.testing``) so that any project can test against a real
-Kafka-compatible broker or replicated cluster, faults included, with no Docker and no JVM. The
-pytest fixtures (``barnabas_broker``, ``barnabas_bootstrap``, ``barnabas_topic``,
-``barnabas_cluster``) are in ``barnabas.testing.pytest_plugin``, which pytest loads on its own.
+Kafka-compatible broker or replicated cluster, faults included, with no Docker and no JVM; the
+benchmarks and ``barnabas cluster up`` run their brokers with it too. The pytest fixtures
+(``barnabas_broker``, ``barnabas_bootstrap``, ``barnabas_topic``, ``barnabas_cluster``) are in
+``barnabas.testing.pytest_plugin``, which pytest loads on its own.
 """
 
 from .broker import Broker
 from .cluster import FAST_FAILOVER, BrokerCluster
 from .process import (
+    AdoptedProcess,
     ManagedServer,
     ServerGroup,
     ServerProcess,
@@ -22,6 +24,7 @@ from .process import (
 
 __all__ = [
     "FAST_FAILOVER",
+    "AdoptedProcess",
     "Broker",
     "BrokerCluster",
     "ManagedServer",

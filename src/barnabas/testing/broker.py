@@ -1,9 +1,10 @@
 """A real `barnabas broker` process for tests: started on a port it picks, restartable on the same port.
 
 The broker is the installed ``barnabas broker`` command run by this interpreter, bound to
-127.0.0.1. It is ready when it has written the port it listens on to its port file
+127.0.0.1 (or ``host``). It is ready when it has written the port it listens on to its port file
 (``--port-file``), which it does once it serves; restarts keep that port, so clients that
-cached the address reconnect to the same broker.
+cached the address reconnect to the same broker. ``barnabas cluster up`` runs its brokers as these,
+in their own sessions, and ``cluster down`` adopts them by pid.
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ class Broker(ManagedServer):
         properties: broker settings by Kafka's names, written to a properties file.
         extra_args: more ``barnabas broker`` arguments.
         env: environment variables added to this process's.
+        port: the port to listen on; 0 (the default) lets the broker pick one on its first start.
         name: the name of its files beside ``data_dir`` (NAME.log, NAME.port, NAME.properties); default
             the data dir's name.
+        new_session: run it in a session of its own, so that a terminal's Ctrl-C does not reach it
+            and it outlives this process (a detached cluster).
     """
 
     def __init__(
@@ -41,8 +45,10 @@ class Broker(ManagedServer):
         extra_args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         host: str = "127.0.0.1",
+        port: int = 0,
         start_timeout_s: float = 60.0,
         name: str | None = None,
+        new_session: bool = False,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.broker_id = broker_id
@@ -50,7 +56,7 @@ class Broker(ManagedServer):
         self.properties = dict(properties or {})
         self.extra_args = list(extra_args)
         self.host = host
-        self.port = 0
+        self.port = port
         # Beside the data dir, named after it unless ``name`` says otherwise: brokers never share a file.
         files = self.data_dir.with_name(name or self.data_dir.name)
         self.port_file = files.with_name(files.name + ".port")
@@ -62,6 +68,7 @@ class Broker(ManagedServer):
             ready=port_file_written(self.port_file),
             env={"PYTHONUNBUFFERED": "1", **(env or {})},
             start_timeout_s=start_timeout_s,
+            new_session=new_session,
         )
 
     @property
@@ -91,7 +98,28 @@ class Broker(ManagedServer):
     def wait_ready(self, timeout_s: float | None = None) -> None:
         """Wait until it serves, then take the port it wrote."""
         super().wait_ready(timeout_s)
+        self._take_port()
+
+    def poll_ready(self) -> bool:
+        """Whether it serves now (taking the port it wrote), without waiting.
+
+        Raises:
+            ServerStartError: it has exited.
+        """
+        if not super().poll_ready():
+            return False
+        self._take_port()
+        return True
+
+    def _take_port(self) -> None:
         self.port = int(self.port_file.read_text().strip())
+
+    def adopt(self, pid: int) -> bool:
+        """Take over this broker's process started by an earlier command (``cluster up --detach``); whether it runs.
+
+        A pid counts as this broker's only while it runs ``barnabas broker`` on this data dir.
+        """
+        return self.process.adopt(pid, ["broker", "--data-dir", str(self.data_dir)])
 
     def log_text(self) -> str:
         return self.process.log_text()

@@ -1,8 +1,8 @@
 """One server process, run for a test or a local cluster: started, waited for, stopped, killed, paused.
 
-Every server the tests, the benchmarks and the pytest plugin run (a broker, etcd, ZooKeeper,
-PostgreSQL, Cassandra) is a ServerProcess with its own command and readiness check, so starting,
-waiting, stopping and reading the log are written once.
+Every server the tests, the benchmarks, the pytest plugin and ``barnabas cluster up`` run (a broker,
+etcd, ZooKeeper, PostgreSQL, Cassandra) is a ServerProcess with its own command and readiness check,
+so starting, waiting, stopping and reading the log are written once.
 
 Rules it keeps:
 
@@ -12,6 +12,9 @@ Rules it keeps:
   a process that exits while starting is an error carrying its log's last lines.
 - Processes are signalled by pid, never by name; a stop is SIGTERM and then, after the timeout,
   SIGKILL; every process started is reaped.
+- A process started by an earlier command (a detached cluster's broker) can be adopted by its pid
+  and is then stopped the same way; it counts as running only while its command line still has the
+  marks it was adopted with, so a pid the kernel reused for another program is never signalled.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from pathlib import Path
 from typing import Generic, Self, TypeVar
 
 __all__ = [
+    "AdoptedProcess",
     "ManagedServer",
     "ServerGroup",
     "ServerProcess",
@@ -45,6 +49,48 @@ TAIL_BYTES = 64 * 1024
 
 class ServerStartError(RuntimeError):
     """A server exited, or did not become ready in time, while starting."""
+
+
+class AdoptedProcess:
+    """A running process that this one did not start, known by its pid: the part of ``Popen`` ServerProcess uses.
+
+    It runs while /proc has it, not a zombie, with every one of ``marks`` among its arguments; once
+    seen gone it stays gone. Not being this process's child, its exit code cannot be known: it is given as 0.
+    """
+
+    def __init__(self, pid: int, marks: Sequence[str]) -> None:
+        self.pid = pid
+        self.marks = list(marks)
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            args = _command_line(self.pid)
+            if args is None or not all(mark in args for mark in self.marks):
+                self.returncode = 0
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait until it is gone.
+
+        Raises:
+            subprocess.TimeoutExpired: it still runs after ``timeout`` seconds.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(self.marks, timeout or 0.0)
+            time.sleep(POLL_S)
+        return code
+
+    def send_signal(self, signum: int) -> None:
+        """Signal it if it still runs (a reused pid is left alone)."""
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
 
 
 class ServerProcess:
@@ -78,7 +124,7 @@ class ServerProcess:
         self.user = user
         #: What a clean stop sends (PostgreSQL's fast shutdown is SIGINT; SIGTERM waits for clients).
         self.stop_signal = stop_signal
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | AdoptedProcess | None = None
         #: Where this run's output starts in the log file.
         self.run_offset = 0
 
@@ -102,6 +148,17 @@ class ServerProcess:
                 env={**os.environ, **self.env}, cwd=self.cwd, start_new_session=self.new_session, user=self.user,
             )  # fmt: skip
 
+    def adopt(self, pid: int, marks: Sequence[str]) -> bool:
+        """Take over a process an earlier command started, by pid; whether it runs (with ``marks`` in its arguments).
+
+        Stopping, killing and pausing then work as on a process started here; its output is
+        wherever that command sent it.
+        """
+        if self.running:
+            raise RuntimeError(f"{self.name} is already running (pid {self.pid})")
+        self.proc = AdoptedProcess(pid, marks)
+        return self.running
+
     def wait_ready(self, deadline: float | None = None) -> None:
         """Wait until ``ready`` holds, by ``deadline`` (monotonic) or the start timeout.
 
@@ -110,28 +167,52 @@ class ServerProcess:
         """
         if deadline is None:
             deadline = time.monotonic() + self.start_timeout_s
-        while not self.ready(self):
-            code = self.proc.poll() if self.proc is not None else -1
-            if code is not None:
-                raise ServerStartError(f"{self.name} exited with code {code} while starting:\n{self.tail()}")
+        while not self.poll_ready():
             if time.monotonic() >= deadline:
                 self.kill()
                 raise ServerStartError(f"{self.name} was not ready in time:\n{self.tail()}")
             time.sleep(POLL_S)
 
+    def poll_ready(self) -> bool:
+        """Whether ``ready`` holds now, without waiting (``wait_ready`` waits): several can be watched at once.
+
+        Raises:
+            ServerStartError: the process has exited (or was never launched).
+        """
+        if self.ready(self):
+            return True
+        code = self.proc.poll() if self.proc is not None else -1
+        if code is not None:
+            raise ServerStartError(f"{self.name} exited with code {code} while starting:\n{self.tail()}")
+        return False
+
     def stop(self, timeout_s: float | None = None) -> int:
         """The stop signal (SIGTERM), then ``kill()`` if it has not exited in time; the exit code (0 if never run)."""
         if self.proc is None:
             return 0
-        if self.proc.poll() is None:
+        self.terminate()
+        code = self.wait_exit(self.stop_timeout_s if timeout_s is None else timeout_s)
+        if code is None:
+            self.kill()
+            code = self.proc.wait()
+        return code
+
+    def terminate(self) -> None:
+        """The stop signal, without waiting (``wait_exit`` waits): several can stop at once."""
+        if self.running:
+            assert self.proc is not None
             self.resume()  # a paused process cannot act on the signal
             with contextlib.suppress(ProcessLookupError):
                 self.proc.send_signal(self.stop_signal)
-            try:
-                self.proc.wait(self.stop_timeout_s if timeout_s is None else timeout_s)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.proc.returncode
+
+    def wait_exit(self, timeout_s: float) -> int | None:
+        """Wait up to ``timeout_s`` for the process to exit (reaping it); its exit code, or None if it still runs."""
+        if self.proc is None:
+            return 0
+        try:
+            return self.proc.wait(max(0.0, timeout_s))
+        except subprocess.TimeoutExpired:
+            return None
 
     def kill(self) -> None:
         """SIGKILL (a crash) and reap."""
@@ -166,6 +247,11 @@ class ServerProcess:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
+    @property
+    def exit_code(self) -> int | None:
+        """The exit code once the process has exited; None while it runs or before it was launched."""
+        return self.proc.poll() if self.proc is not None else None
+
     def log_text(self, *, this_run: bool = False) -> str:
         """The log's text (every run's, or only the current run's)."""
         try:
@@ -176,11 +262,12 @@ class ServerProcess:
         except FileNotFoundError:
             return ""
 
-    def tail(self, lines: int = 40) -> str:
-        """The last ``lines`` lines of the log."""
+    def tail(self, lines: int = 40, *, this_run: bool = False) -> str:
+        """The last ``lines`` lines of the log (every run's, or only the current run's)."""
+        start = self.run_offset if this_run else 0
         try:
             with self.log_path.open("rb") as log:
-                log.seek(max(0, self.log_path.stat().st_size - TAIL_BYTES))
+                log.seek(max(start, self.log_path.stat().st_size - TAIL_BYTES))
                 text = log.read().decode(errors="replace")
         except FileNotFoundError:
             return ""
@@ -210,6 +297,14 @@ class ManagedServer:
     def wait_ready(self, timeout_s: float | None = None) -> None:
         """Wait until ready (the process is killed, and its log is in the error, if it is not in time)."""
         self.process.wait_ready(None if timeout_s is None else time.monotonic() + timeout_s)
+
+    def poll_ready(self) -> bool:
+        """Whether it is ready now, without waiting.
+
+        Raises:
+            ServerStartError: it has exited.
+        """
+        return self.process.poll_ready()
 
     def start(self, timeout_s: float | None = None) -> Self:
         """Start and wait until ready."""
@@ -273,6 +368,21 @@ class ServerGroup(Generic[Member]):
 
     def log_tails(self, lines: int = 30) -> str:
         return "\n".join(member.log_tail(lines) for member in self.members)
+
+
+def _command_line(pid: int) -> list[str] | None:
+    """The arguments of a live process (not a zombie), or None if no process has this pid."""
+    if pid <= 0:
+        return None
+    entry = Path("/proc") / str(pid)
+    try:
+        state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        argv = (entry / "cmdline").read_bytes().split(b"\0")
+    except (OSError, IndexError):
+        return None
+    if state in ("Z", "X"):  # exited, waiting for its parent to reap it
+        return None
+    return [arg.decode(errors="replace") for arg in argv]
 
 
 def process_table() -> Iterator[tuple[int, str, int, int]]:
