@@ -3,7 +3,8 @@
 Kafka's storage vocabulary, one concept per module (STYLE.md §4): ``segment`` (LogSegment),
 ``offset_index`` / ``time_index``, ``producer_state`` (ProducerStateManager), ``leader_epoch``
 (LeaderEpochFileCache), ``checkpoint``, ``recovery`` (LogLoader), ``retention``, ``log``
-(UnifiedLog), ``log_manager`` (LogManager), and the log cleaner: ``cleaner_manager``
+(UnifiedLog), ``local_log`` (LocalLog), ``validator`` (LogValidator), ``results`` (LogAppendInfo
+and the other answers), ``log_manager`` (LogManager), and the log cleaner: ``cleaner_manager``
 (LogCleanerManager), ``cleaner`` (Cleaner), ``offset_map`` (OffsetMap), ``record_filter``
 (the cleaner's MemoryRecords.filterTo) and ``cleaner_config`` (CleanerConfig).
 
@@ -43,20 +44,20 @@ from .errors import (
 from .file_slice import FileSlice
 from .files import TopicPartition
 from .leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
-from .log import (
+from .log import PartitionLog
+from .log_manager import LogManager
+from .meta_properties import MetaProperties, read_broker_id
+from .producer_state import ProducerStateManager
+from .results import (
     AppendResult,
     EpochEndOffset,
     FollowerAppendResult,
     MaintenanceResult,
     OffsetAndTimestamp,
-    PartitionLog,
     PendingAppend,
     ReadResult,
     SliceResult,
 )
-from .log_manager import LogManager
-from .meta_properties import MetaProperties, read_broker_id
-from .producer_state import ProducerStateManager
 from .scheduler import LogScheduler
 from .segment import LogSegment
 

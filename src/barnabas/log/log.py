@@ -14,15 +14,18 @@ Rules this module keeps:
   the last completed batch. A small batch (``INLINE_APPEND_MAX_BYTES``) with none of the log's
   writes in flight is written on the owner's thread instead: the hop to the writer thread and back
   costs two thread wake-ups, more than the write itself when the CPUs are busy.
-- Batches stay opaque. A client's batch is checked through its v2 header (``validate_batch``),
-  then only baseOffset, partitionLeaderEpoch and, for LogAppendTime, attributes + maxTimestamp
-  (re-CRCed by ``set_log_append_time``) are patched in place. Nothing is decompressed. A
-  follower's batches (:meth:`PartitionLog.append_as_follower`) carry the leader's offsets and
-  epochs and are written unchanged, after every one of them passed its CRC and offset checks.
-  Only a compacted topic looks inside a client's batch: Kafka refuses keyless records there.
+- Batches stay opaque. A client's batch is checked through its v2 header (``validator``,
+  Kafka's LogValidator), then only baseOffset, partitionLeaderEpoch and, for LogAppendTime,
+  attributes + maxTimestamp (re-CRCed by ``stamp_log_append_time``) are patched in place. Nothing
+  is decompressed. A follower's batches (:meth:`PartitionLog.append_as_follower`) carry the
+  leader's offsets and epochs and are written unchanged, after every one of them passed its CRC
+  and offset checks. Only a compacted topic looks inside a client's batch: Kafka refuses keyless
+  records there.
 - Follower offsets must increase, not continue the log exactly: a compacted leader's log has
   gaps where the cleaner removed whole batches (Kafka's UnifiedLog only rejects going back).
   Reads of an offset inside a gap return the next batch.
+- The segment list and its files are a :class:`LocalLog`'s (Kafka's LocalLog); this class decides
+  when it changes and keeps the offsets, producer state and epochs that go with it.
 - Compaction (``cleaner``) rewrites closed segments elsewhere; :meth:`PartitionLog.replace_segments`
   swaps the result in with Kafka's ``.cleaned`` -> ``.swap`` -> final renames. Every change to the
   segment list other than appending bumps :attr:`PartitionLog.structure_version`, so a cleaning
@@ -51,27 +54,17 @@ import logging
 import os
 import shutil
 import uuid
-from bisect import bisect_right
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import NamedTuple
 
 from barnabas.protocol import (
-    BATCH_HEADER_SIZE,
-    LOG_OVERHEAD,
-    CorruptRecordError,
-    InvalidRecordError,
     RecordBatchHeader,
     iter_batch_headers,
     parse_batch_header,
     patch_batch,
-    scan_record_keys,
-    set_log_append_time,
-    validate_batch,
     validate_produce_records,
 )
 
@@ -80,23 +73,30 @@ from .config import LogConfig
 from .errors import (
     CorruptCheckpointError,
     InconsistentTopicIdError,
-    InvalidTimestampError,
-    InvalidTxnStateError,
     LogError,
     OffsetOutOfRangeError,
-    RecordBatchTooLargeError,
-    RecordTooLargeError,
-    UnexpectedAppendOffsetError,
 )
 from .file_slice import FileSlice
-from .files import CLEANED_SUFFIX, DELETE_DIR_SUFFIX, SWAP_SUFFIX, fsync_dir
+from .files import DELETE_DIR_SUFFIX, fsync_dir
 from .leader_epoch import LeaderEpochCache
+from .local_log import LocalLog
 from .partition_metadata import read_topic_id, write_topic_id
 from .producer_state import ProducerStateManager
 from .recovery import LoadedLog, load_log, rebuild_producer_state
-from .retention import RetentionReason, SegmentStats, plan_retention
-from .scheduler import LogScheduler, SegmentSync, remove_files, run_soon
+from .results import (
+    AppendResult,
+    EpochEndOffset,
+    FollowerAppendResult,
+    MaintenanceResult,
+    OffsetAndTimestamp,
+    PendingAppend,
+    ReadResult,
+    SliceResult,
+)
+from .retention import SegmentStats, plan_retention
+from .scheduler import LogScheduler, SegmentSync, run_soon
 from .segment import LogSegment
+from .validator import check_follower_batches, check_timestamps, stamp_log_append_time, validate_client_batch
 
 __all__ = [
     "AppendResult",
@@ -114,118 +114,9 @@ logger = logging.getLogger(__name__)
 
 #: DeleteRecordsRequest.HIGH_WATERMARK: "delete everything below the high watermark".
 DELETE_TO_HIGH_WATERMARK = -1
-_MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
 #: Leader batches up to this size are written on the owner's thread when none of the log's writes
 #: is in flight (a quiet partition); larger ones, and any behind a write in flight, go to the writer.
 INLINE_APPEND_MAX_BYTES = 128 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    """Where a produced batch went: what the Produce response reports for the partition."""
-
-    base_offset: int
-    last_offset: int
-    #: The broker's timestamp under LogAppendTime, else -1.
-    log_append_time_ms: int
-    log_start_offset: int
-    #: True when the batch was a producer retry already in the log: nothing was appended.
-    duplicate: bool
-    max_timestamp: int
-
-
-@dataclass(slots=True, eq=False)
-class PendingAppend:
-    """A leader append whose offsets are assigned and whose write may still be in flight.
-
-    ``landed`` completes once the writer thread has written it (None when nothing is in
-    flight: a duplicate, or a log without a writer). The append counts only after
-    :meth:`PartitionLog.complete_appends` has set ``done``; ``error`` then says whether it failed.
-    """
-
-    result: AppendResult
-    landed: Future[None] | None = None
-    header: RecordBatchHeader | None = None
-    segment: LogSegment | None = None
-    position: int = -1
-    done: bool = False
-    error: BaseException | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class FollowerAppendResult:
-    """What one :meth:`PartitionLog.append_as_follower` call wrote (Kafka's LogAppendInfo, trimmed)."""
-
-    #: Base offset of the first batch appended; None when nothing was.
-    first_offset: int | None
-    #: Last offset of the last batch appended; None when nothing was.
-    last_offset: int | None
-    #: Whole batches appended, and their bytes.
-    batches: int
-    size_bytes: int
-    #: Leading batches skipped because the log already held them (a re-fetch overlap).
-    skipped_batches: int
-    log_end_offset: int
-
-    @property
-    def appended(self) -> bool:
-        return self.batches > 0
-
-
-@dataclass(frozen=True, slots=True)
-class ReadResult:
-    """Whole batches read from one segment, and the offsets a Fetch response reports."""
-
-    #: A view when the read was trimmed to whole batches, so the bytes are never copied twice.
-    records: bytes | memoryview
-    #: The offset after the last batch returned (the requested offset when nothing was).
-    next_offset: int
-    high_watermark: int
-    log_start_offset: int
-    log_end_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class SliceResult:
-    """Whole batches of one segment as a file range (None when nothing was read), and the Fetch offsets."""
-
-    records: FileSlice | None
-    next_offset: int
-    high_watermark: int
-    log_start_offset: int
-    log_end_offset: int
-
-
-class OffsetAndTimestamp(NamedTuple):
-    """ListOffsets' answer at batch granularity: a batch's base offset and its maxTimestamp."""
-
-    offset: int
-    timestamp: int
-
-
-class EpochEndOffset(NamedTuple):
-    """OffsetForLeaderEpoch's answer: (-1, -1) when the epoch is unknown."""
-
-    epoch: int
-    end_offset: int
-
-
-@dataclass
-class MaintenanceResult:
-    """What one :meth:`PartitionLog.maintain` call did, for logging and tests."""
-
-    deleted_segments: list[tuple[int, RetentionReason]] = field(default_factory=list)
-    rolled: bool = False
-    flushed: bool = False
-    expired_producers: list[int] = field(default_factory=list)
-    removed_files: list[Path] = field(default_factory=list)
-    log_start_offset: int = 0
-
-    @property
-    def changed(self) -> bool:
-        return bool(
-            self.deleted_segments or self.rolled or self.flushed or self.expired_producers or self.removed_files
-        )
 
 
 class PartitionLog:
@@ -244,10 +135,10 @@ class PartitionLog:
     ) -> None:
         """Use :meth:`open`; this only assembles what recovery loaded."""
         self.directory = directory
+        self._topic_partition = directory.name
         self.topic_id = topic_id
         self._config = config
-        self._segments = list(loaded.segments)
-        self._bases = [s.base_offset for s in loaded.segments]
+        self._local = LocalLog(directory, loaded.segments)
         self._log_start_offset = loaded.log_start_offset
         self._log_end_offset = loaded.log_end_offset
         self._recovery_point = loaded.recovery_point
@@ -265,7 +156,6 @@ class PartitionLog:
         if not hw_follows_log_end and checkpointed_high_watermark is not None:
             self._high_watermark = checkpointed_high_watermark
         self._last_flush_ms = now_ms
-        self._pending_deletions: list[tuple[int, list[Path]]] = []
         self._closed = False
         self._structure_version = 0
         #: Set by the cleaner while a pass over this log is in progress: retention waits.
@@ -394,19 +284,19 @@ class PartitionLog:
 
     @property
     def size_bytes(self) -> int:
-        return sum(s.size for s in self._segments)
+        return sum(s.size for s in self._local.segments)
 
     @property
     def segment_count(self) -> int:
-        return len(self._segments)
+        return len(self._local.segments)
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
-        return tuple(self._segments)
+        return tuple(self._local.segments)
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._local.active
 
     @property
     def latest_epoch(self) -> int | None:
@@ -495,8 +385,8 @@ class PartitionLog:
         if size < len(records):
             # Bytes after the batch too short to be one: Kafka's iterator never sees them.
             records = memoryview(records)[:size]
-        header = self._validate_client_batch(records)
-        self._check_timestamps(header, now_ms)
+        header = validate_client_batch(records, self._config, self._topic_partition)
+        check_timestamps(header, self._config, now_ms)
         latest = self._epochs.latest_epoch
         if leader_epoch >= 0 and latest is not None and leader_epoch < latest:
             raise ValueError(f"leader epoch {leader_epoch} is older than the log's latest epoch {latest}")
@@ -516,10 +406,7 @@ class PartitionLog:
             )
             return PendingAppend(result, done=True)
 
-        log_append_time = -1
-        if self._config.log_append_time:
-            set_log_append_time(records, 0, header.size, now_ms)
-            log_append_time = now_ms
+        log_append_time = stamp_log_append_time(records, header, self._config, now_ms)
         base_offset = self._next_offset
         patch_batch(records, 0, base_offset, leader_epoch)
         header = parse_batch_header(records)
@@ -642,7 +529,7 @@ class PartitionLog:
         """
         self._check_open()
         self._drain()
-        batches, skipped = self._check_follower_batches(records)
+        batches, skipped = check_follower_batches(records, self._log_end_offset)
         view = memoryview(records)
         size = 0
         for position, header in batches:
@@ -670,85 +557,6 @@ class PartitionLog:
             log_end_offset=self._log_end_offset,
         )
 
-    def _check_follower_batches(
-        self, records: bytes | bytearray | memoryview
-    ) -> tuple[list[tuple[int, RecordBatchHeader]], int]:
-        # Offsets must increase but may skip: a compacted leader's log has gaps where whole
-        # batches were cleaned away. Going back (or overlapping) is refused, as UnifiedLog does.
-        expected = self._log_end_offset
-        accepted: list[tuple[int, RecordBatchHeader]] = []
-        skipped = 0
-        for position, header in _whole_batches(records):
-            if not accepted and header.last_offset < expected:
-                skipped += 1
-                continue
-            validate_batch(records, position, from_client=False)
-            if header.base_offset < expected:
-                raise UnexpectedAppendOffsetError(expected, header.base_offset, header.last_offset)
-            accepted.append((position, header))
-            expected = header.next_offset
-        return accepted, skipped
-
-    def _check_timestamps(self, header: RecordBatchHeader, now_ms: int) -> None:
-        """LogValidator.validateTimestamp at batch granularity: the first and the largest timestamp.
-
-        Batches stay opaque, so the earliest record is taken to be the first (baseTimestamp).
-        LogAppendTime topics overwrite timestamps and skip the check, as Kafka does.
-        """
-        config = self._config
-        if config.log_append_time:
-            return
-        if header.max_timestamp > now_ms + config.message_timestamp_after_max_ms:
-            raise InvalidTimestampError(
-                f"timestamp {header.max_timestamp} is more than {config.message_timestamp_after_max_ms} ms "
-                "ahead of the broker's clock (message.timestamp.after.max.ms)"
-            )
-        if 0 <= header.base_timestamp < now_ms - config.message_timestamp_before_max_ms:
-            raise InvalidTimestampError(
-                f"timestamp {header.base_timestamp} is more than {config.message_timestamp_before_max_ms} ms "
-                "older than the broker's clock (message.timestamp.before.max.ms)"
-            )
-
-    def _validate_client_batch(self, records: bytearray | memoryview) -> RecordBatchHeader:
-        # Kafka's order (UnifiedLog.analyzeAndValidateRecords, then LogValidator): size, CRC,
-        # then the rules for client batches. ``records`` is exactly one batch by now.
-        header = parse_batch_header(records)
-        if header.size > self._config.max_message_bytes:
-            raise RecordTooLargeError(header.size, self._config.max_message_bytes)
-        header = validate_batch(records)
-        if header.base_offset != 0:
-            raise InvalidRecordError(f"the baseOffset of a produced batch must be 0, not {header.base_offset}")
-        if header.is_control:
-            raise InvalidRecordError("clients are not allowed to write control batches")
-        if header.is_transactional:
-            raise InvalidTxnStateError("transactional batches are not supported (no transaction coordinator)")
-        if header.size > self._config.segment_bytes:
-            raise RecordBatchTooLargeError(header.size, self._config.segment_bytes)
-        if self._config.compact:
-            self._check_keys(records)
-        return header
-
-    def _check_keys(self, records: bytearray | memoryview) -> None:
-        """LogValidator.validateKey: a compacted topic refuses records without a key.
-
-        The only place a produced batch is decoded, and only for compacted topics. The message
-        and the per-record errors are Kafka's (RecordValidationException), so Produce v8+
-        clients see the same text.
-        """
-        tp = self.directory.name
-        errors: list[tuple[int, str | None]] = [
-            (index, f"Compacted topic cannot accept message without key in topic partition {tp}")
-            for index, record in enumerate(scan_record_keys(records, verify_crc=False))
-            if record.key is None
-        ]
-        if errors:
-            shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
-            raise InvalidRecordError(
-                f"One or more records have been rejected due to {len(errors)} record errors in total, "
-                f"and only showing the first three errors at most: [{shown}]",
-                errors,
-            )
-
     def _maybe_roll(self, header: RecordBatchHeader, now_ms: int) -> None:
         active = self.active_segment
         if active.should_roll(
@@ -773,16 +581,7 @@ class PartitionLog:
         if active.size == 0:
             return active
         base_offset = self._log_end_offset
-        active.on_become_inactive()
-        segment = LogSegment.create(
-            self.directory,
-            base_offset,
-            index_interval_bytes=self._config.index_interval_bytes,
-            max_index_bytes=self._config.segment_index_bytes,
-            now_ms=now_ms,
-        )
-        self._segments.append(segment)
-        self._bases.append(base_offset)
+        segment = self._local.roll(base_offset, self._config, now_ms)
         self._producers.update_map_end_offset(base_offset)
         snapshot = self._producers.take_snapshot(sync=False)
         sync = SegmentSync(
@@ -812,7 +611,7 @@ class PartitionLog:
         self._check_open()
         self._drain()
         self._settle_syncs()
-        for segment in self._segments[self._floor_segment(self._recovery_point) :]:
+        for segment in self._local.segments[self._local.floor_index(self._recovery_point) :]:
             segment.flush()
         self._recovery_point = self._log_end_offset
         if now_ms is not None:
@@ -840,9 +639,10 @@ class PartitionLog:
         limit = self._log_end_offset if max_offset is None else min(max_offset, self._log_end_offset)
         if offset >= limit:
             return self._read_result(b"", offset)
-        index = self._floor_segment(offset)
-        while index < len(self._segments):
-            segment = self._segments[index]
+        segments = self._local.segments
+        index = self._local.floor_index(offset)
+        while index < len(segments):
+            segment = segments[index]
             found = segment.translate_offset(offset)
             if found is None:  # the offset is at or past this segment's end: try the next one
                 index += 1
@@ -878,9 +678,10 @@ class PartitionLog:
         if offset < self._log_start_offset or offset > self._log_end_offset:
             raise OffsetOutOfRangeError(offset, self._log_start_offset, self._log_end_offset)
         limit = self._log_end_offset if max_offset is None else min(max_offset, self._log_end_offset)
-        index = self._floor_segment(offset)
-        while offset < limit and index < len(self._segments):
-            segment = self._segments[index]
+        segments = self._local.segments
+        index = self._local.floor_index(offset)
+        while offset < limit and index < len(segments):
+            segment = segments[index]
             found = segment.translate_offset(offset)
             if found is None:  # the offset is at or past this segment's end: try the next one
                 index += 1
@@ -905,7 +706,7 @@ class PartitionLog:
         ListOffsets timestamps (-1 latest, -2 earliest, -3 max) are the caller's to map.
         """
         self._check_open()
-        for segment in self._segments:
+        for segment in self._local.segments:
             if segment.max_timestamp < timestamp:
                 continue
             found = segment.find_batch_by_timestamp(timestamp, self._log_start_offset)
@@ -922,7 +723,7 @@ class PartitionLog:
         """
         self._check_open()
         best: LogSegment | None = None
-        for segment in self._segments:
+        for segment in self._local.segments:
             if segment.size and (best is None or segment.max_timestamp > best.max_timestamp):
                 best = segment
         if best is None:
@@ -971,7 +772,7 @@ class PartitionLog:
         result.removed_files = self._remove_due_files(now_ms)
 
         plan = plan_retention(
-            [SegmentStats(s.base_offset, s.size, s.largest_timestamp) for s in self._segments],
+            [SegmentStats(s.base_offset, s.size, s.largest_timestamp) for s in self._local.segments],
             config=self._config,
             log_start_offset=self._log_start_offset,
             high_watermark=self._high_watermark,
@@ -998,18 +799,8 @@ class PartitionLog:
 
     def _delete_segments(self, base_offsets: list[int], now_ms: int) -> None:
         self._structure_version += 1
-        doomed = set(base_offsets)
-        keep = []
-        for segment in self._segments:
-            if segment.base_offset in doomed:
-                renamed = segment.mark_deleted()
-                self._pending_deletions.append((now_ms + self._config.file_delete_delay_ms, renamed))
-                logger.info("deleting segment %d of %s", segment.base_offset, self.directory)
-            else:
-                keep.append(segment)
-        self._segments = keep
-        self._bases = [s.base_offset for s in keep]
-        first = keep[0].base_offset
+        self._local.delete_segments(base_offsets, now_ms, self._config.file_delete_delay_ms)
+        first = self._local.segments[0].base_offset
         if first > self._log_start_offset:
             self._log_start_offset = first
             self._epochs.truncate_from_start(first)
@@ -1017,17 +808,7 @@ class PartitionLog:
 
     def _remove_due_files(self, now_ms: int) -> list[Path]:
         """Remove (with a scheduler: have removed) the deleted segments' files that are due."""
-        removed: list[Path] = []
-        pending = []
-        for deadline, paths in self._pending_deletions:
-            if deadline <= now_ms:
-                removed.extend(paths)
-            else:
-                pending.append((deadline, paths))
-        self._pending_deletions = pending
-        if removed:
-            run_soon(self._scheduler, partial(remove_files, removed))
-        return removed
+        return self._local.remove_due_files(now_ms, self._scheduler)
 
     def truncate_to(self, offset: int, now_ms: int) -> bool:
         """Remove every record at or above ``offset`` (Kafka's UnifiedLog.truncateTo); return whether the log changed.
@@ -1054,12 +835,7 @@ class PartitionLog:
         if offset < self._log_start_offset or end < self._log_start_offset:
             self.truncate_fully_and_start_at(min(offset, self._log_start_offset), now_ms)
             return True
-        keep = [s for s in self._segments if s.base_offset <= end]
-        for segment in self._segments[len(keep) :]:
-            segment.delete()
-        self._segments = keep
-        self._bases = [s.base_offset for s in keep]
-        self.active_segment.truncate_to(end)
+        self._local.truncate_to(end)
         self._note_truncation()
         self._log_end_offset = self._next_offset = end
         self._recovery_point = min(self._recovery_point, end)
@@ -1067,7 +843,7 @@ class PartitionLog:
         self._epochs.truncate_from_end(end)
         self._producers.delete_snapshots_after(end)
         start = self._producers.truncate_and_reload(self._log_start_offset, end, now_ms)
-        rebuild_producer_state(self._producers, self._segments, start, end)
+        rebuild_producer_state(self._producers, self._local.segments, start, end)
         logger.info("truncated log %s to offset %d (asked for %d)", self.directory, end, offset)
         return True
 
@@ -1100,30 +876,12 @@ class PartitionLog:
         """
         self._check_open()
         self._drain()
-        doomed = {id(s) for s in old_segments}
-        positions = [i for i, s in enumerate(self._segments[:-1]) if id(s) in doomed]
-        if (
-            not new_segments
-            or not positions
-            or len(positions) != len(doomed)
-            or positions[-1] - positions[0] + 1 != len(positions)
-        ):
-            raise ValueError("cleaned segments must replace consecutive closed segments of this log")
+        where = self._local.replaced_range(new_segments, old_segments)
         self._structure_version += 1
-        for segment in reversed(new_segments):
-            segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
-        fsync_dir(self.directory)
-        self._segments[positions[0] : positions[-1] + 1] = sorted(new_segments, key=lambda s: s.base_offset)
-        self._bases = [s.base_offset for s in self._segments]
-        for segment in old_segments:
-            renamed = segment.mark_deleted()
-            self._pending_deletions.append((now_ms + self._config.file_delete_delay_ms, renamed))
-        for segment in new_segments:
-            segment.change_file_suffixes(SWAP_SUFFIX, "")
-        fsync_dir(self.directory)
+        self._local.replace_segments(new_segments, old_segments, where, now_ms, self._config.file_delete_delay_ms)
 
     def _batch_boundary_at_or_below(self, offset: int) -> int:
-        found = self._segments[self._floor_segment(offset)].translate_offset(offset)
+        found = self._local.segments[self._local.floor_index(offset)].translate_offset(offset)
         return offset if found is None else min(found.header.base_offset, offset)
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
@@ -1142,18 +900,7 @@ class PartitionLog:
         if offset < 0:
             raise ValueError(f"cannot start a log at a negative offset {offset}")
         self._structure_version += 1
-        for segment in self._segments:
-            segment.delete()
-        segment = LogSegment.create(
-            self.directory,
-            offset,
-            index_interval_bytes=self._config.index_interval_bytes,
-            max_index_bytes=self._config.segment_index_bytes,
-            now_ms=now_ms,
-        )
-        self._segments = [segment]
-        self._bases = [offset]
-        fsync_dir(self.directory)
+        self._local.reset_at(offset, self._config, now_ms)
         self._log_start_offset = self._log_end_offset = self._recovery_point = self._high_watermark = offset
         self._next_offset = offset
         self._note_truncation()
@@ -1176,8 +923,7 @@ class PartitionLog:
         self.flush()
         self._producers.update_map_end_offset(self._log_end_offset)
         self._producers.take_snapshot()
-        for segment in self._segments:
-            segment.close()
+        self._local.close()
         self._remove_due_files(1 << 63)
         self._closed = True
 
@@ -1192,8 +938,7 @@ class PartitionLog:
         """
         self._drain()
         self._structure_version += 1
-        for segment in self._segments:
-            segment.close()
+        self._local.close()
         self._closed = True
         if not self.directory.exists():
             return None
@@ -1205,9 +950,6 @@ class PartitionLog:
 
     # --- helpers -----------------------------------------------------------------------------
 
-    def _floor_segment(self, offset: int) -> int:
-        return max(bisect_right(self._bases, offset) - 1, 0)
-
     def _check_open(self) -> None:
         if self._closed:
             raise LogError(f"log {self.directory} is closed")
@@ -1215,7 +957,7 @@ class PartitionLog:
     def __repr__(self) -> str:
         return (
             f"PartitionLog({str(self.directory)!r}, log_start_offset={self._log_start_offset}, "
-            f"log_end_offset={self._log_end_offset}, segments={len(self._segments)})"
+            f"log_end_offset={self._log_end_offset}, segments={len(self._local.segments)})"
         )
 
 
@@ -1224,20 +966,3 @@ def remove_deleted_dir(doomed: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         fsync_dir(doomed.parent)
     shutil.rmtree(doomed, ignore_errors=True)
-
-
-def _whole_batches(records: bytes | bytearray | memoryview) -> Iterator[tuple[int, RecordBatchHeader]]:
-    """(position, header) of each whole batch, stopping at a partial one (ByteBufferLogInputStream).
-
-    Raises:
-        CorruptRecordError: a batchLength too small for a v2 header.
-    """
-    position, end = 0, len(records)
-    while end - position >= LOG_OVERHEAD:
-        length = int.from_bytes(records[position + 8 : position + LOG_OVERHEAD], "big", signed=True)
-        if length < _MIN_BATCH_LENGTH:
-            raise CorruptRecordError(f"record batch length {length} at byte {position} is too small")
-        if position + LOG_OVERHEAD + length > end:
-            return
-        yield position, parse_batch_header(records, position)
-        position += LOG_OVERHEAD + length
