@@ -93,19 +93,22 @@ class Broker:
         self._session_keeper: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
 
-    async def start(self) -> Endpoint:
+    async def start(self, *, listen: bool = True) -> Endpoint:
         """Open everything and start listening; return the advertised endpoint.
+
+        With ``listen=False`` no listener is bound: the broker joins its cluster and its complete
+        :attr:`state` is there for handlers driven in memory (tests), advertised as configured.
 
         Raises:
             ConfigError, LogError, CoordinationError, OSError: the broker cannot start.
         """
         try:
-            return await self._start()
+            return await self._start(listen)
         except BaseException:
             await self._release()
             raise
 
-    async def _start(self) -> Endpoint:
+    async def _start(self, listen: bool) -> Endpoint:
         config = self.config
         self._storage = await open_storage(config.coordination_url)
         metastore = self._storage.metastore
@@ -149,23 +152,29 @@ class Broker:
         )
         self.node = node
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: KafkaConnection(self._serving_state(), registry),
-            host=listener.host or None,
-            port=listener.port,
-            reuse_address=True,
-            start_serving=False,
-        )
-        bound_port = self._server.sockets[0].getsockname()[1]
+        bound_port = listener.port
+        if listen:
+            self._server = await loop.create_server(
+                lambda: KafkaConnection(self._serving_state(), registry),
+                host=listener.host or None,
+                port=listener.port,
+                reuse_address=True,
+                start_serving=False,
+            )
+            bound_port = self._server.sockets[0].getsockname()[1]
         node.advertised = self._advertised_endpoint(bound_port)
         await self._join_cluster(node, registry)
-        await self._server.start_serving()
+        if self._server is not None:
+            await self._server.start_serving()
         self._maintenance = loop.create_task(self._maintain(), name="log maintenance")
-        log.info(
-            "broker %d (cluster %s) listening on %s:%d, advertised as %s:%d, %d partitions in %s",
-            self.broker_id, cluster_id, listener.host or "*", bound_port, node.advertised.host,
-            node.advertised.port, len(list(self._logs.partitions())), ", ".join(map(str, config.log_dirs)),
-        )  # fmt: skip
+        if listen:
+            log.info(
+                "broker %d (cluster %s) listening on %s:%d, advertised as %s:%d, %d partitions in %s",
+                self.broker_id, cluster_id, listener.host or "*", bound_port, node.advertised.host,
+                node.advertised.port, len(list(self._logs.partitions())), ", ".join(map(str, config.log_dirs)),
+            )  # fmt: skip
+        else:
+            log.info("broker %d (cluster %s) started without a listener", self.broker_id, cluster_id)
         for key, reason in sorted(config.ignored.items()):
             log.info("ignoring Kafka setting %s: %s", key, reason)
         return node.advertised
