@@ -1,20 +1,19 @@
-"""The etcd backend against real etcd servers: one node, one node we crash, and a 3-node cluster.
+"""The etcd backend's own cases, against real etcd servers: one node, one node we crash, and a 3-node cluster.
 
-Every test opens the backend by URL under its own key prefix. Waits are conditions with deadlines;
-the only time bounds asserted are the contract's (an ephemeral key of a killed process is gone
-within ttl + one keepalive interval + 1 s).
+What every backend must do (keys, sessions, watches, outages, a killed cluster leader) is the shared
+contract's (barnabas.coordination.testing.contract and .outages, run by test_contract.py); here are
+only etcd's: its URL and endpoint list, roots as key prefixes, paged range reads, the 128-op Txn
+limit, leases revoked on the server, one revision per Txn, and watches resumed from a revision
+(after a restart, a disconnect, a compaction, a wiped data dir, a killed follower).
+
+Every test opens the backend by URL under its own key prefix. Waits are conditions with deadlines.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import selectors
 import shutil
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
@@ -156,18 +155,6 @@ def test_url_forms() -> None:
             parse_url(bad)
 
 
-def test_unreachable_endpoint_is_unavailable() -> None:
-    (port,) = free_ports(1)
-
-    async def scenario() -> float:
-        start = time.monotonic()
-        with pytest.raises(UnavailableError):
-            await open_metastore(f"etcd://127.0.0.1:{port}/x?timeout=0.5")
-        return time.monotonic() - start
-
-    assert run(scenario()) < 5
-
-
 def test_fails_over_past_a_dead_endpoint(etcd_server: EtcdServer) -> None:
     (port,) = free_ports(1)
 
@@ -187,21 +174,22 @@ def test_fails_over_past_a_dead_endpoint(etcd_server: EtcdServer) -> None:
 # -- keys, versions, commits -------------------------------------------------------------------
 
 
-def test_list_is_by_prefix_in_key_order(url: str, etcd_server: EtcdServer) -> None:
+def test_a_neighbouring_root_stays_invisible(url: str, etcd_server: EtcdServer) -> None:
+    """Roots are key prefixes: one whose name extends ours (``/t-x`` and ``/t-x-sibling``) is never read or watched."""
+
     async def scenario() -> None:
         m = await open_backend(url)
-        other = await open_backend(url + "-sibling")  # a neighbouring root must stay invisible
+        other = await open_backend(url + "-sibling")
+        watch = m.watch("")
         try:
-            keys = ["t/b", "t/a", "t/a/0", "tx", "s/a", "t/\u00e9"]
-            await m.commit([Check(key, 0) for key in keys], [Put(key, key.encode()) for key in keys])
+            assert await next_event(watch) == Resync()
             await other.commit([Check("t/zz", 0)], [Put("t/zz", b"other")])
-            listed = await m.list("t/")
-            assert list(listed) == ["t/a", "t/a/0", "t/b", "t/\u00e9"]
-            assert listed["t/a/0"] == Versioned(b"t/a/0", 1)
-            assert list(await m.list("")) == sorted(keys)
-            assert await m.list("nothing/") == {}
+            await m.commit([Check("t/a", 0)], [Put("t/a", b"ours")])
+            assert await next_event(watch) == Changed(frozenset({"t/a"}))
+            assert await m.list("") == {"t/a": Versioned(b"ours", 1)}
             assert await other.list("") == {"t/zz": Versioned(b"other", 1)}
         finally:
+            await watch.aclose()
             await m.close()
             await other.close()
 
@@ -246,60 +234,6 @@ def test_commits_past_etcds_transaction_limit_are_value_errors(url: str, etcd_se
 # -- sessions and ephemeral keys -----------------------------------------------------------------
 
 
-def test_ephemeral_keys_keep_their_session_and_vanish_on_close(url: str, etcd_server: EtcdServer) -> None:
-    async def scenario() -> None:
-        m = await open_backend(url)
-        try:
-            session = await m.open_session(5)
-            states = StateLog(session)
-            assert states.states == [] and session.state is SessionState.CONNECTED
-            assert session.ttl_s >= 5
-            assert session.id.isdigit()
-            other = await m.open_session(5)
-            assert other.id != session.id
-            await m.commit([Check("persistent", 0)], [Put("persistent", b"p")])
-            await m.commit([Check("eph", 0)], [Put("eph", b"1", session)])
-            assert await m.get("eph") == Versioned(b"1", 1, session.id)
-            # A later put keeps the key's session, with or without naming one.
-            await m.commit([Check("eph", 1)], [Put("eph", b"2")])
-            await m.commit([Check("eph", 2)], [Put("eph", b"3", other)])
-            await m.commit([Check("persistent", 1)], [Put("persistent", b"p2", session)])
-            assert await m.get("eph") == Versioned(b"3", 3, session.id)
-            assert await m.get("persistent") == Versioned(b"p2", 2, None)
-
-            async with Mirror(m, "") as mirror:
-                await session.close()
-                assert await m.get("eph") is None  # gone when close() returns
-                assert await m.get("persistent") == Versioned(b"p2", 2, None)
-                assert states.states == [SessionState.LOST]
-                await mirror.converged()
-                assert any(isinstance(e, Changed) and "eph" in e.keys for e in mirror.events)
-            with pytest.raises(SessionLostError):
-                await m.commit([Check("again", 0)], [Put("again", b"x", session)])
-            await session.close()  # idempotent
-            await other.close()
-        finally:
-            await m.close()
-
-    run(scenario(), etcd_server)
-
-
-def test_closing_the_metastore_ends_its_sessions(url: str, etcd_server: EtcdServer) -> None:
-    async def scenario() -> None:
-        m = await open_backend(url)
-        session = await m.open_session(5)
-        await m.commit([Check("eph", 0)], [Put("eph", b"1", session)])
-        await m.close()
-        assert session.state is SessionState.LOST
-        observer = await open_backend(url)
-        try:
-            assert await observer.get("eph") is None
-        finally:
-            await observer.close()
-
-    run(scenario(), etcd_server)
-
-
 def test_lease_revoked_elsewhere_is_lost(url: str, etcd_server: EtcdServer) -> None:
     async def scenario() -> None:
         m = await open_backend(url)
@@ -335,159 +269,32 @@ def test_commit_with_an_expired_lease_is_session_lost(url: str, etcd_server: Etc
     run(scenario(), etcd_server)
 
 
-OWNER_SCRIPT = """
-import asyncio, sys
-from barnabas.coordination.api import Check, Put
-from barnabas.coordination.registry import open_metastore
-
-async def main(url, key, ttl):
-    metastore = await open_metastore(url)
-    session = await metastore.open_session(float(ttl))
-    await metastore.commit([Check(key, 0)], [Put(key, b"owned", session)])
-    print("ready", session.ttl_s, flush=True)
-    await asyncio.Event().wait()
-
-asyncio.run(main(*sys.argv[1:]))
-"""
-
-
-def read_line(proc: subprocess.Popen[str], timeout_s: float) -> str:
-    assert proc.stdout is not None
-    with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        if not selector.select(timeout_s):
-            raise AssertionError(f"no output from pid {proc.pid} within {timeout_s} s")
-    return proc.stdout.readline()
-
-
-def test_ephemeral_key_of_a_killed_process_vanishes_within_ttl(url: str, etcd_server: EtcdServer) -> None:
-    ttl = 2.0
-    proc = subprocess.Popen(
-        [sys.executable, "-c", OWNER_SCRIPT, url, "owner", str(ttl)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        line = read_line(proc, 30)
-        assert line.startswith("ready"), (line, proc.stderr and proc.stderr.read())
-        granted = float(line.split()[1])
-
-        async def scenario() -> float:
-            m = await open_backend(url)
-            try:
-                versioned = await m.get("owner")
-                assert versioned is not None and versioned.session_id is not None
-                async with Mirror(m, "") as mirror:
-                    assert mirror.view == {"owner": b"owned"}
-                    os.kill(proc.pid, signal.SIGKILL)
-                    killed = time.monotonic()
-                    await eventually(lambda: mirror.view == {}, "the killed owner's key vanishes", 30)
-                    return time.monotonic() - killed
-            finally:
-                await m.close()
-
-        vanished = run(scenario(), etcd_server)
-        print(f"ephemeral key gone {vanished:.2f} s after SIGKILL (ttl {granted})")
-        assert vanished < granted + granted / 3 + 1
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
-
-
-def test_session_suspends_while_the_server_is_down_and_reconnects(crashable: EtcdServer) -> None:
-    async def scenario() -> None:
-        m = await open_backend(crashable.url_for() + "?timeout=1")
-        try:
-            session = await m.open_session(6)
-            states = StateLog(session)
-            await m.commit([Check("eph", 0)], [Put("eph", b"1", session)])
-            crashable.kill()
-            await states.reached(SessionState.SUSPENDED, timeout_s=5)
-            with pytest.raises(UnavailableError):
-                await m.get("eph")
-            crashable.start()
-            await states.reached(SessionState.CONNECTED, timeout_s=5)
-            assert states.states == [SessionState.SUSPENDED, SessionState.CONNECTED]
-            assert await m.get("eph") == Versioned(b"1", 1, session.id)
-            await session.close()
-        finally:
-            await m.close()
-
-    run(scenario(), crashable)
-
-
-def test_session_is_lost_after_its_ttl_without_the_server(crashable: EtcdServer) -> None:
-    async def scenario() -> None:
-        url = crashable.url_for() + "?timeout=1"
-        m = await open_backend(url)
-        try:
-            session = await m.open_session(2)
-            states = StateLog(session)
-            await m.commit([Check("eph", 0)], [Put("eph", b"1", session)])
-            crashable.kill()
-            killed = time.monotonic()
-            await states.reached(SessionState.SUSPENDED, timeout_s=5)
-            lost_at = await states.reached(SessionState.LOST, timeout_s=10)
-            assert lost_at - killed <= session.ttl_s + 1
-            assert states.states == [SessionState.SUSPENDED, SessionState.LOST]
-            with pytest.raises(SessionLostError):
-                await m.commit([Check("eph2", 0)], [Put("eph2", b"1", session)])
-            # etcd restores leases with a fresh TTL on restart; the lost session revokes its own.
-            crashable.start()
-            observer = await open_backend(url)
-            try:
-                took = await eventually(lambda: _absent(observer, "eph"), "the lost session's key is revoked", 10)
-                assert took < session.ttl_s + 1
-            finally:
-                await observer.close()
-            assert session.state is SessionState.LOST
-        finally:
-            await m.close()
-
-    run(scenario(), crashable)
-
-
-async def _absent(metastore: Metastore, key: str) -> bool:
-    try:
-        return await metastore.get(key) is None
-    except UnavailableError:
-        return False
-
-
 # -- watches -------------------------------------------------------------------------------------
 
 
-def test_watch_reports_changes_under_its_prefix_only(url: str, etcd_server: EtcdServer) -> None:
+def test_one_transaction_is_one_event(url: str, etcd_server: EtcdServer) -> None:
+    """A Txn is one revision: the watch names every key it touched in one Changed, and nothing else."""
+
     async def scenario() -> None:
         m = await open_backend(url)
-        neighbour = await open_backend(url + "-n")
         watch = m.watch("a/")
         try:
             assert await next_event(watch) == Resync()
             await m.commit([Check("a/1", 0)], [Put("a/1", b"x")])
             assert await next_event(watch) == Changed(frozenset({"a/1"}))
-            await m.commit([Check("a/1", 1)], [Put("a/1", b"y")])
-            assert await next_event(watch) == Changed(frozenset({"a/1"}))
-            # Outside the prefix: a sibling key, another prefix, another root. No event.
             await m.commit([Check("ab", 0), Check("b/1", 0)], [Put("ab", b"x"), Put("b/1", b"x")])
-            await neighbour.commit([Check("a/1", 0)], [Put("a/1", b"x")])
-            # One commit touching two keys and a delete: one event naming them.
-            await m.commit([Check("a/1", 2), Check("a/2", 0)], [Delete("a/1"), Put("a/2", b"z")])
+            await m.commit(
+                [Check("a/1", 1), Check("a/2", 0), Check("ab", 1)], [Delete("a/1"), Put("a/2", b"z"), Delete("ab")]
+            )
             assert await next_event(watch) == Changed(frozenset({"a/1", "a/2"}))
             session = await m.open_session(5)
-            await m.commit([Check("a/e", 0)], [Put("a/e", b"e", session)])
-            assert await next_event(watch) == Changed(frozenset({"a/e"}))
-            await session.close()
-            assert await next_event(watch) == Changed(frozenset({"a/e"}))
+            await m.commit([Check("a/e", 0), Check("a/f", 0)], [Put("a/e", b"e", session), Put("a/f", b"f", session)])
+            assert await next_event(watch) == Changed(frozenset({"a/e", "a/f"}))
+            await session.close()  # the lease's revocation deletes both in one revision
+            assert await next_event(watch) == Changed(frozenset({"a/e", "a/f"}))
         finally:
             await watch.aclose()
             await m.close()
-            await neighbour.close()
 
     run(scenario(), etcd_server)
 
@@ -675,52 +482,6 @@ async def _get_retrying(metastore: Metastore, key: str) -> Versioned | None:
 
 
 # -- three nodes ---------------------------------------------------------------------------------
-
-
-def test_leader_crash_keeps_sessions_commits_and_watches(etcd_cluster: EtcdCluster) -> None:
-    leader = etcd_cluster.leader()
-    followers = [member for member in etcd_cluster.members if member is not leader]
-    # Every client's first endpoint is the leader, so the crash hits the member each one talks to.
-    endpoints = ",".join(member.endpoint for member in [leader, *followers])
-    url = f"etcd://{endpoints}/t-leader-crash?timeout=3"
-
-    async def scenario() -> dict[str, object]:
-        owner = await open_backend(url)  # only keeps its session alive: its keepalives must fail over
-        writer = await open_backend(url)
-        watcher = await open_backend(url)
-        try:
-            session = await owner.open_session(5)
-            states = StateLog(session)
-            await owner.commit([Check("members/me", 0)], [Put("members/me", b"alive", session)])
-            await commit_retrying(writer, "counter", b"0")
-            async with Mirror(watcher, "") as mirror:
-                leader.kill()
-                killed = time.monotonic()
-                await commit_retrying(writer, "counter", b"1")
-                first_commit = time.monotonic() - killed
-                i = 1
-                while time.monotonic() - killed < session.ttl_s + 1:  # outlive the TTL: keepalives went elsewhere
-                    i += 1
-                    await commit_retrying(writer, "counter", str(i).encode())
-                await mirror.converged()
-                assert mirror.view is not None and mirror.view["counter"] == str(i).encode()
-            await states.reached(SessionState.CONNECTED)
-            assert SessionState.LOST not in states.states
-            assert await writer.get("members/me") == Versioned(b"alive", 1, session.id)
-            assert etcd_cluster.leader() is not leader
-            await session.close()
-            assert await writer.get("members/me") is None
-            return {"first commit after kill (s)": round(first_commit, 3), "session states": states.states}
-        finally:
-            await watcher.close()
-            await writer.close()
-            await owner.close()
-
-    try:
-        print(run(scenario(), etcd_cluster))
-    finally:
-        if not leader.running:
-            etcd_cluster.restart(leader)
 
 
 def test_watch_on_a_killed_follower_fails_over_and_catches_up(etcd_cluster: EtcdCluster) -> None:

@@ -96,6 +96,7 @@ SELECT_ONE = "SELECT value, version, session_id FROM kv WHERE key = ?"
 SELECT_VERSION = "SELECT version FROM kv WHERE key = ?"
 SELECT_ALL = "SELECT key, value, version, session_id FROM kv ORDER BY key"
 SELECT_RANGE = "SELECT key, value, version, session_id FROM kv WHERE key >= ? AND key < ? ORDER BY key"
+SELECT_FROM = "SELECT key, value, version, session_id FROM kv WHERE key >= ? ORDER BY key"
 INSERT_KEY = "INSERT INTO kv (key, value, version, session_id) VALUES (?, ?, 1, ?)"
 UPDATE_KEY = "UPDATE kv SET value = ?, version = version + 1 WHERE key = ? RETURNING version"
 DELETE_KEY = "DELETE FROM kv WHERE key = ?"
@@ -138,9 +139,15 @@ def _filesystem_type(path: Path) -> str | None:
     return best[1] if best else None
 
 
-def _prefix_end(prefix: str) -> str:
-    """The smallest string greater than every string starting with ``prefix``."""
-    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+def _prefix_end(prefix: str) -> str | None:
+    """The smallest string greater than every string starting with ``prefix`` (None: no bound)."""
+    chars = prefix.rstrip("\U0010ffff")  # no character follows the last code point: drop it, bump the one before
+    if not chars:
+        return None
+    following = ord(chars[-1]) + 1
+    if 0xD800 <= following <= 0xDFFF:  # surrogates cannot be stored (UTF-8); none can be in a key either
+        following = 0xE000
+    return chars[:-1] + chr(following)
 
 
 @contextlib.contextmanager
@@ -304,8 +311,11 @@ class SqliteMetastore:
 
     async def list(self, prefix: str) -> dict[str, Versioned]:
         def run() -> dict[str, Versioned]:
-            if prefix:
-                rows = self._db.execute(SELECT_RANGE, (prefix, _prefix_end(prefix))).fetchall()
+            end = _prefix_end(prefix)
+            if end is not None:
+                rows = self._db.execute(SELECT_RANGE, (prefix, end)).fetchall()
+            elif prefix:
+                rows = self._db.execute(SELECT_FROM, (prefix,)).fetchall()
             else:
                 rows = self._db.execute(SELECT_ALL).fetchall()
             return {key: Versioned(bytes(value), int(version), session) for key, value, version, session in rows}

@@ -5,7 +5,7 @@ process proves that a backend notices death without the process's cooperation:
 
     python -m barnabas.coordination.testing.member URL GROUP MEMBER TTL [--elect NAME]
 
-It prints ``ready <session id> [<epoch>]`` once joined (and elected), then sleeps.
+It prints ``ready <session id> <granted ttl> [<epoch>]`` once joined (and elected), then sleeps.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ async def _main(args: argparse.Namespace) -> None:
     metastore = await open_metastore(args.url)
     session = await metastore.open_session(args.ttl)
     await GroupMembership(metastore, args.group).join(session, args.member, b"pid")
-    line = f"ready {session.id}"
+    line = f"ready {session.id} {session.ttl_s}"
     if args.elect:
         fence = await LeaderElection(metastore, args.elect).nominate(session, args.member)
         line += f" {fence.epoch}"

@@ -160,6 +160,8 @@ class EtcdMetastore:
                 raise ValueError(f"Put of {op.key!r}: session {op.session.id} is not an etcd session")
             if op.session.state is SessionState.LOST:
                 raise SessionLostError(f"Put of {op.key!r}: session {op.session.id} has ended")
+            if op.session not in self._sessions:
+                raise ValueError(f"Put of {op.key!r}: session {op.session.id} was not opened by this metastore")
             if by_key[op.key].version == 0:
                 sessions.add(op.session)
         return sessions

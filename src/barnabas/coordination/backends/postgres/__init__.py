@@ -174,6 +174,8 @@ class PostgresMetastore:
                 raise ValueError(f"Put of {put.key!r} names a session of another backend: {put.session!r}")
             if put.session.state is SessionState.LOST:
                 raise SessionLostError(f"session {put.session.id} has ended")
+            if put.session not in self._sessions:
+                raise ValueError(f"Put of {put.key!r}: session {put.session.id} was not opened by this metastore")
             sessions[put.session.id] = put.session
         params = (
             [check.key for check in checks],
