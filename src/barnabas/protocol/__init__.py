@@ -12,6 +12,7 @@ from ._client import (
     response_correlation_id,
     usable_version,
 )
+from ._entities import NO_THROTTLE, make, response_types
 from ._errors import (
     CorruptRecordError,
     ErrorCode,
@@ -32,6 +33,7 @@ from ._metadata_response import (
     encode_metadata_response,
     encode_metadata_topic,
 )
+from ._produce_request import ProducePartitionData, ProduceRequestData, ProduceTopicData
 from ._produce_response import ProducePartitionResult, encode_produce_response
 from ._record_batch import (
     BATCH_HEADER_SIZE,
@@ -67,6 +69,7 @@ __all__ = [
     "LARGE_FRAME",
     "LOG_OVERHEAD",
     "NEED_DATA",
+    "NO_THROTTLE",
     "Compression",
     "CorruptRecordError",
     "ErrorCode",
@@ -81,7 +84,10 @@ __all__ = [
     "MetadataTopic",
     "NeedData",
     "NewRecord",
+    "ProducePartitionData",
     "ProducePartitionResult",
+    "ProduceRequestData",
+    "ProduceTopicData",
     "ProtocolError",
     "Record",
     "RecordBatchHeader",
@@ -106,6 +112,7 @@ __all__ = [
     "encode_response",
     "frame_with_header",
     "iter_batch_headers",
+    "make",
     "parse_batch_header",
     "patch_batch",
     "peek_header",
@@ -114,6 +121,7 @@ __all__ = [
     "request_schema",
     "response_class",
     "response_correlation_id",
+    "response_types",
     "scan_record_keys",
     "set_log_append_time",
     "usable_version",

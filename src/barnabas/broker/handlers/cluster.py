@@ -6,19 +6,29 @@ UNSUPPORTED_ENDPOINT_TYPE, as a broker in Kafka 4 answers (KIP-919).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from barnabas.protocol import ErrorCode, Request, encode_response
 
 from ..registry import ApiSpec
 from ..state import BrokerState
 from ._build import NO_THROTTLE, make, response_types
+from ._view import view_of
 
 API_KEY = 60
 BROKERS_ENDPOINT = 1
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeClusterRequest:
+    include_cluster_authorized_operations: bool
+    #: v1+ (KIP-919); v0 asks for brokers.
+    endpoint_type: int = BROKERS_ENDPOINT
+
+
 def handle(state: BrokerState, request: Request) -> bytes:
     types = response_types(API_KEY, request.header.api_version)
-    endpoint_type = int(getattr(request.body, "endpoint_type", BROKERS_ENDPOINT))
+    endpoint_type = view_of(DescribeClusterRequest, request.body).endpoint_type
     brokers = tuple(
         make(types.DescribeClusterBroker, broker_id=info.broker_id, host=info.host, port=info.port, rack=info.rack)
         for _, info in sorted(state.node.live_brokers().items())

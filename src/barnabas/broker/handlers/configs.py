@@ -14,6 +14,8 @@ barnabas would not honour must not look accepted.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from barnabas.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigSource, ConfigType, resolve_topic_config
@@ -23,6 +25,7 @@ from ..registry import ApiSpec
 from ..state import BrokerState
 from ..topic_admin import TopicAdminError, alter_topic_config
 from ._build import NO_THROTTLE, make, response_types
+from ._view import view_of
 
 DESCRIBE_CONFIGS = 32
 INCREMENTAL_ALTER_CONFIGS = 44
@@ -40,6 +43,42 @@ THROTTLE_BROKER_CONFIGS = frozenset(
         "replica.alter.log.dirs.io.max.bytes.per.second",
     }
 )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeConfigsResource:
+    resource_type: int
+    resource_name: str
+    #: Null means every config.
+    configuration_keys: tuple[str, ...] | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeConfigsRequest:
+    resources: tuple[DescribeConfigsResource, ...]
+    include_synonyms: bool
+    #: v3+ (KIP-569).
+    include_documentation: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterableConfig:
+    name: str
+    config_operation: int
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterConfigsResource:
+    resource_type: int
+    resource_name: str
+    configs: tuple[AlterableConfig, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IncrementalAlterConfigsRequest:
+    resources: tuple[AlterConfigsResource, ...]
+    validate_only: bool
 
 
 def _topic_entries(
@@ -93,9 +132,9 @@ def _broker_entries(state: BrokerState, types: Any, keys: set[str] | None, docs:
 
 def handle_describe_configs(state: BrokerState, request: Request) -> bytes:
     types = response_types(DESCRIBE_CONFIGS, request.header.api_version)
-    body = request.body
-    synonyms = bool(getattr(body, "include_synonyms", False))
-    docs = bool(getattr(body, "include_documentation", False))
+    body = view_of(DescribeConfigsRequest, request.body)
+    synonyms = body.include_synonyms
+    docs = body.include_documentation
     results = []
     for resource in body.resources:
         keys = set(resource.configuration_keys) if resource.configuration_keys is not None else None
@@ -129,7 +168,7 @@ def handle_describe_configs(state: BrokerState, request: Request) -> bytes:
     return encode_response(request.header.correlation_id, response)
 
 
-def _without_throttles(operations: Any, throttles: frozenset[str]) -> list[Any]:
+def _without_throttles(operations: Sequence[AlterableConfig], throttles: frozenset[str]) -> list[AlterableConfig]:
     """The operations left once deletions of (never set) throttles are dropped; setting one is refused."""
     kept = []
     for op in operations:
@@ -143,7 +182,9 @@ def _without_throttles(operations: Any, throttles: frozenset[str]) -> list[Any]:
     return kept
 
 
-def _apply_operations(state: BrokerState, current: dict[str, str], operations: Any) -> dict[str, str | None]:
+def _apply_operations(
+    state: BrokerState, current: dict[str, str], operations: Sequence[AlterableConfig]
+) -> dict[str, str | None]:
     names = [op.name for op in operations]
     if len(names) != len(set(names)):
         raise TopicAdminError(ErrorCode.invalid_request, "A config name appears more than once")
@@ -178,7 +219,7 @@ def _apply_operations(state: BrokerState, current: dict[str, str], operations: A
 
 async def handle_incremental_alter_configs(state: BrokerState, request: Request) -> bytes:
     types = response_types(INCREMENTAL_ALTER_CONFIGS, request.header.api_version)
-    body = request.body
+    body = view_of(IncrementalAlterConfigsRequest, request.body)
     results = []
     for resource in body.resources:
         code, message = ErrorCode.none, None
@@ -191,7 +232,7 @@ async def handle_incremental_alter_configs(state: BrokerState, request: Request)
                     )
                 overrides = _apply_operations(state, topic.config, resource.configs)
                 await alter_topic_config(
-                    state.node, resource.resource_name, overrides, validate_only=bool(body.validate_only)
+                    state.node, resource.resource_name, overrides, validate_only=body.validate_only
                 )
             elif resource.resource_type == BROKER:
                 if _without_throttles(resource.configs, THROTTLE_BROKER_CONFIGS):

@@ -7,6 +7,7 @@ OFFSET_OUT_OF_RANGE. Whole segments below the new log start are removed by reten
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from barnabas.log import errors as log_errors
 from barnabas.protocol import ErrorCode, Request, encode_response
@@ -14,25 +15,45 @@ from barnabas.protocol import ErrorCode, Request, encode_response
 from ..registry import ApiSpec
 from ..state import BrokerState
 from ._build import NO_THROTTLE, make, response_types
+from ._view import view_of
 
 API_KEY = 21
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteRecordsPartition:
+    partition_index: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteRecordsTopic:
+    name: str
+    partitions: tuple[DeleteRecordsPartition, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteRecordsRequest:
+    topics: tuple[DeleteRecordsTopic, ...]
+    timeout_ms: int
+
+
 def handle(state: BrokerState, request: Request) -> bytes:
     types = response_types(API_KEY, request.header.api_version)
+    body = view_of(DeleteRecordsRequest, request.body)
     topics = []
-    for topic in request.body.topics:
+    for topic in body.topics:
         partitions = []
         for requested in topic.partitions:
-            index = int(requested.partition_index)
+            index = requested.partition_index
             code, low_watermark = ErrorCode.none, -1
             found = state.partitions.leader_partition(topic.name, index)
             if isinstance(found, ErrorCode):
                 code = found
             else:
                 partition_log = found.log
-                offset = int(requested.offset)
+                offset = requested.offset
                 target = partition_log.high_watermark if offset == -1 else offset
                 try:
                     partition_log.delete_records_before(target)

@@ -21,7 +21,7 @@ follower was registered in when the fetch arrived.
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass
 
 from barnabas.log import FileSlice
 from barnabas.log import errors as log_errors
@@ -29,8 +29,54 @@ from barnabas.protocol import ErrorCode, FetchPartitionResult, Request, encode_f
 
 from ..registry import ApiSpec
 from ..state import BrokerState
+from ._view import view_of
 
 API_KEY = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchPartition:
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    #: v5+ (KIP-107): a follower's log start offset.
+    log_start_offset: int = -1
+    #: v9+ (KIP-320): the leader epoch the client believes current; -1 skips the check.
+    current_leader_epoch: int = -1
+    #: v12+ (KIP-595).
+    last_fetched_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchTopic:
+    topic: str
+    partitions: tuple[FetchPartition, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ForgottenTopic:
+    topic: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchRequest:
+    """FetchRequest v4-v12: v4 already has max_bytes (v3+) and isolation_level (v4+)."""
+
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+    topics: tuple[FetchTopic, ...]
+    #: v7+ (KIP-227 fetch sessions, which are not kept: see the module's docstring).
+    session_id: int = 0
+    session_epoch: int = -1
+    forgotten_topics_data: tuple[ForgottenTopic, ...] = ()
+    #: v11+ (KIP-392).
+    rack_id: str = ""
+    #: v12+, tagged.
+    cluster_id: str | None = None
 
 
 def _error(
@@ -42,24 +88,24 @@ def _error(
 def _read_partition(
     state: BrokerState,
     topic_name: str,
-    partition: Any,
+    partition: FetchPartition,
     limit: int,
     *,
     first: bool,
     read_committed: bool,
     replica: tuple[int, int] | None,
 ) -> FetchPartitionResult[FileSlice]:
-    index = int(partition.partition)
-    found = state.partitions.leader_partition(topic_name, index, int(getattr(partition, "current_leader_epoch", -1)))
+    index = partition.partition
+    found = state.partitions.leader_partition(topic_name, index, partition.current_leader_epoch)
     if isinstance(found, ErrorCode):
         return _error(index, found)  # Kafka reports high watermark -1 with any partition error
     partition_log = found.log
-    fetch_offset = int(partition.fetch_offset)
+    fetch_offset = partition.fetch_offset
     if replica is not None:
         state.partitions.track_follower(topic_name, index, replica, fetch_offset)
     high_watermark = partition_log.high_watermark
     log_start = partition_log.log_start_offset
-    max_bytes = min(int(partition.partition_max_bytes), limit)
+    max_bytes = min(partition.partition_max_bytes, limit)
     try:
         result = partition_log.read_slice(
             fetch_offset,
@@ -77,9 +123,9 @@ def _read_partition(
 
 
 def _read_all(
-    state: BrokerState, body: Any, max_bytes: int, replica: tuple[int, int] | None
+    state: BrokerState, body: FetchRequest, max_bytes: int, replica: tuple[int, int] | None
 ) -> tuple[list[tuple[str, list[FetchPartitionResult[FileSlice]]]], int, bool]:
-    read_committed = int(getattr(body, "isolation_level", 0)) == 1
+    read_committed = body.isolation_level == 1
     remaining = max_bytes
     total = 0
     errors = False
@@ -106,12 +152,12 @@ def _read_all(
 
 
 async def handle(state: BrokerState, request: Request) -> list[bytes | memoryview | FileSlice]:
-    body = request.body
-    max_bytes = min(int(getattr(body, "max_bytes", 2**31 - 1)), int(state.node.config["fetch.max.bytes"]))
-    min_bytes = int(body.min_bytes)
-    deadline = time.monotonic() + body.max_wait.total_seconds()
-    watched = [(topic.topic, int(p.partition)) for topic in body.topics for p in topic.partitions]
-    replica_id = int(getattr(body, "replica_id", -1))
+    body = view_of(FetchRequest, request.body)
+    max_bytes = min(body.max_bytes, int(state.node.config["fetch.max.bytes"]))
+    min_bytes = body.min_bytes
+    deadline = time.monotonic() + body.max_wait_ms / 1000
+    watched = [(topic.topic, p.partition) for topic in body.topics for p in topic.partitions]
+    replica_id = body.replica_id
     # The follower's incarnation is taken once, as the fetch arrives: a long poll re-reads its
     # partitions later, when the registration may already be a newer incarnation's.
     replica = state.partitions.follower_identity(replica_id) if replica_id >= 0 else None

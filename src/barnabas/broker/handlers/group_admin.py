@@ -8,23 +8,46 @@ DeleteGroups removes only Empty groups (NON_EMPTY_GROUP otherwise).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from barnabas.groups import GroupState
 from barnabas.protocol import ErrorCode, Request, encode_response
 
 from ..registry import ApiSpec
 from ..state import BrokerState
 from ._build import NO_THROTTLE, make, response_types
+from ._view import view_of
 
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
 #: "Not requested" for authorized operations (Kafka's Integer.MIN_VALUE).
 NO_OPERATIONS = -(2**31)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListGroupsRequest:
+    #: v4+ (KIP-518).
+    states_filter: tuple[str, ...] = ()
+    #: v5+ (KIP-848).
+    types_filter: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeGroupsRequest:
+    groups: tuple[str, ...]
+    #: v3+ (KIP-430).
+    include_authorized_operations: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteGroupsRequest:
+    groups_names: tuple[str, ...]
+
+
 def handle_list_groups(state: BrokerState, request: Request) -> bytes:
     types = response_types(LIST_GROUPS, request.header.api_version)
-    body = request.body
-    wanted_states = {s.lower() for s in getattr(body, "states_filter", ()) or ()}
-    wanted_types = {t.lower() for t in getattr(body, "types_filter", ()) or ()}
+    body = view_of(ListGroupsRequest, request.body)
+    wanted_states = {s.lower() for s in body.states_filter}
+    wanted_types = {t.lower() for t in body.types_filter}
     coordinator = state.groups
     code = ErrorCode.coordinator_load_in_progress if coordinator.loading() else ErrorCode.none
     groups = coordinator.list_groups()
@@ -47,7 +70,7 @@ def handle_list_groups(state: BrokerState, request: Request) -> bytes:
 def handle_describe_groups(state: BrokerState, request: Request) -> bytes:
     types = response_types(DESCRIBE_GROUPS, request.header.api_version)
     described = []
-    for group_id in request.body.groups:
+    for group_id in view_of(DescribeGroupsRequest, request.body).groups:
         code, group = state.groups.describe_group(group_id)
         if group is None:
             state_name = GroupState.DEAD.value if code is ErrorCode.none else ""
@@ -96,7 +119,7 @@ def handle_describe_groups(state: BrokerState, request: Request) -> bytes:
 
 async def handle_delete_groups(state: BrokerState, request: Request) -> bytes:
     types = response_types(DELETE_GROUPS, request.header.api_version)
-    names = list(dict.fromkeys(request.body.groups_names))
+    names = list(dict.fromkeys(view_of(DeleteGroupsRequest, request.body).groups_names))
     results = await state.groups.delete_groups(names)
     deleted = tuple(make(types.DeletableGroupResult, group_id=g, error_code=e) for g, e in results.items())
     response = make(types.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=deleted)

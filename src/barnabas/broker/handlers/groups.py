@@ -1,15 +1,15 @@
 """FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14).
 
-The request fields go to the GroupCoordinator as they are; only their encodings differ by
-version (timeouts as durations, LeaveGroup's one member before v3, FindCoordinator's batched
-keys from v4). FindCoordinator creates ``__consumer_offsets`` on first use and names the
-leader of the group's partition, COORDINATOR_NOT_AVAILABLE while there is none.
+The request fields go to the GroupCoordinator as they are, read through one view per request
+(timeouts in milliseconds); what still differs by version is LeaveGroup's one member before v3,
+FindCoordinator's batched keys from v4 and v0 JoinGroup's lack of a rebalance timeout.
+FindCoordinator creates ``__consumer_offsets`` on first use and names the leader of the group's
+partition, COORDINATOR_NOT_AVAILABLE while there is none.
 """
 
 from __future__ import annotations
 
-import datetime
-from typing import Any
+from dataclasses import dataclass
 
 from barnabas.groups import MemberIdentity
 from barnabas.protocol import ErrorCode, Request, encode_response
@@ -19,16 +19,91 @@ from ..registry import ApiSpec
 from ..request_context import CLIENT_HOST
 from ..state import BrokerState
 from ._build import NO_THROTTLE, make, response_types
+from ._view import view_of
 
 FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 
-def as_ms(value: Any) -> int:
-    """A timeout field: kio gives durations, older schemas plain ints."""
-    if isinstance(value, datetime.timedelta):
-        return int(value.total_seconds() * 1000)
-    return int(value)
+# -- Request views -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FindCoordinatorRequest:
+    #: v0-v3: the one key asked for.
+    key: str = ""
+    #: v1+; v0 asks for a group coordinator.
+    key_type: int = GROUP_KEY
+    #: v4+ (KIP-699): several keys at once.
+    coordinator_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JoinGroupRequestProtocol:
+    name: str
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JoinGroupRequest:
+    group_id: str
+    session_timeout_ms: int
+    member_id: str
+    protocol_type: str
+    protocols: tuple[JoinGroupRequestProtocol, ...]
+    #: v1+ (KIP-62); v0 uses the session timeout instead (Kafka's JoinGroupRequest.maybeOverrideRebalanceTimeout).
+    rebalance_timeout_ms: int = -1
+    #: v5+ (KIP-345 static membership).
+    group_instance_id: str | None = None
+    #: v8+ (KIP-800).
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeartbeatRequest:
+    group_id: str
+    generation_id: int
+    member_id: str
+    #: v3+ (KIP-345).
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeavingMember:
+    """LeaveGroupRequest's MemberIdentity (v3+)."""
+
+    member_id: str
+    group_instance_id: str | None
+    #: v5+ (KIP-800).
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaveGroupRequest:
+    group_id: str
+    #: v0-v2: the one member leaving.
+    member_id: str = ""
+    #: v3+ (KIP-345): members leaving together.
+    members: tuple[LeavingMember, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SyncGroupRequestAssignment:
+    member_id: str
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SyncGroupRequest:
+    group_id: str
+    generation_id: int
+    member_id: str
+    assignments: tuple[SyncGroupRequestAssignment, ...]
+    #: v3+ (KIP-345).
+    group_instance_id: str | None = None
+    #: v5+ (KIP-559).
+    protocol_type: str | None = None
+    protocol_name: str | None = None
 
 
 # -- FindCoordinator ---------------------------------------------------------------------------
@@ -54,8 +129,8 @@ async def _locate(state: BrokerState, key: str, key_type: int) -> tuple[ErrorCod
 async def handle_find_coordinator(state: BrokerState, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(FIND_COORDINATOR, version)
-    body = request.body
-    key_type = int(getattr(body, "key_type", GROUP_KEY))
+    body = view_of(FindCoordinatorRequest, request.body)
+    key_type = body.key_type
     if version >= 4:
         coordinators = []
         for key in body.coordinator_keys:
@@ -87,17 +162,16 @@ async def handle_find_coordinator(state: BrokerState, request: Request) -> bytes
 async def handle_join_group(state: BrokerState, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(JOIN_GROUP, version)
-    body = request.body
-    session_ms = as_ms(body.session_timeout)
+    body = view_of(JoinGroupRequest, request.body)
     result = await state.groups.join_group(
         body.group_id,
         body.member_id,
-        getattr(body, "group_instance_id", None),
+        body.group_instance_id,
         require_known_member_id=version >= 4,
         client_id=request.header.client_id or "",
         client_host=CLIENT_HOST.get(),
-        rebalance_timeout_ms=as_ms(getattr(body, "rebalance_timeout", session_ms)),
-        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=body.session_timeout_ms if version == 0 else body.rebalance_timeout_ms,
+        session_timeout_ms=body.session_timeout_ms,
         protocol_type=body.protocol_type,
         protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
     )
@@ -130,15 +204,15 @@ def _protocol_name(version: int, name: str | None) -> str | None:
 async def handle_sync_group(state: BrokerState, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(SYNC_GROUP, version)
-    body = request.body
+    body = view_of(SyncGroupRequest, request.body)
     result = await state.groups.sync_group(
         body.group_id,
-        int(body.generation_id),
+        body.generation_id,
         body.member_id,
-        getattr(body, "group_instance_id", None),
+        body.group_instance_id,
         assignment={a.member_id: bytes(a.assignment) for a in body.assignments},
-        protocol_type=getattr(body, "protocol_type", None),
-        protocol_name=getattr(body, "protocol_name", None),
+        protocol_type=body.protocol_type,
+        protocol_name=body.protocol_name,
     )
     response = make(
         types.SyncGroupResponse,
@@ -153,10 +227,8 @@ async def handle_sync_group(state: BrokerState, request: Request) -> bytes:
 
 def handle_heartbeat(state: BrokerState, request: Request) -> bytes:
     types = response_types(HEARTBEAT, request.header.api_version)
-    body = request.body
-    code = state.groups.heartbeat(
-        body.group_id, body.member_id, getattr(body, "group_instance_id", None), int(body.generation_id)
-    )
+    body = view_of(HeartbeatRequest, request.body)
+    code = state.groups.heartbeat(body.group_id, body.member_id, body.group_instance_id, body.generation_id)
     response = make(types.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=code)
     return encode_response(request.header.correlation_id, response)
 
@@ -164,7 +236,7 @@ def handle_heartbeat(state: BrokerState, request: Request) -> bytes:
 def handle_leave_group(state: BrokerState, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(LEAVE_GROUP, version)
-    body = request.body
+    body = view_of(LeaveGroupRequest, request.body)
     if version >= 3:
         leaving = [MemberIdentity(m.member_id, m.group_instance_id) for m in body.members]
     else:

@@ -7,29 +7,52 @@ leader epoch cache; fencing follows Fetch (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from barnabas.protocol import ErrorCode, Request, encode_response
 
 from ..registry import ApiSpec
 from ..state import BrokerState
 from ._build import NO_THROTTLE, make, response_types
+from ._view import view_of
 
 API_KEY = 23
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetForLeaderPartition:
+    partition: int
+    current_leader_epoch: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetForLeaderTopic:
+    topic: str
+    partitions: tuple[OffsetForLeaderPartition, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetForLeaderEpochRequest:
+    topics: tuple[OffsetForLeaderTopic, ...]
+    #: v3+: a follower's broker id, or -1 for a consumer; before v3, Kafka's DEBUGGING_REPLICA_ID.
+    replica_id: int = -2
+
+
 def handle(state: BrokerState, request: Request) -> bytes:
     types = response_types(API_KEY, request.header.api_version)
+    body = view_of(OffsetForLeaderEpochRequest, request.body)
     topics = []
-    for topic in request.body.topics:
+    for topic in body.topics:
         partitions = []
         for requested in topic.partitions:
-            index = int(requested.partition)
+            index = requested.partition
             code, epoch, end_offset = ErrorCode.none, -1, -1
-            current = int(getattr(requested, "current_leader_epoch", -1))
-            found = state.partitions.leader_partition(topic.topic, index, current)
+            found = state.partitions.leader_partition(topic.topic, index, requested.current_leader_epoch)
             if isinstance(found, ErrorCode):
                 code = found
             else:
-                epoch, end_offset = found.log.end_offset_for_epoch(int(requested.leader_epoch))
+                epoch, end_offset = found.log.end_offset_for_epoch(requested.leader_epoch)
             partitions.append(
                 make(
                     types.EpochEndOffset,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from barnabas.cluster import NotControllerError
@@ -20,6 +21,7 @@ from barnabas.protocol import ErrorCode, Request, encode_response
 from ..registry import ApiSpec
 from ..state import BrokerState
 from ._build import NO_THROTTLE, make, response_types
+from ._view import view_of
 
 ELECT_LEADERS = 43
 ALTER_PARTITION_REASSIGNMENTS = 45
@@ -29,6 +31,57 @@ PREFERRED, UNCLEAN = 0, 1
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ElectLeadersTopic:
+    """ElectLeadersRequest's TopicPartitions."""
+
+    topic: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ElectLeadersRequest:
+    #: Null means every partition.
+    topic_partitions: tuple[ElectLeadersTopic, ...] | None
+    timeout_ms: int
+    #: v1+ (KIP-460); v0 elects preferred leaders.
+    election_type: int = PREFERRED
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReassignablePartition:
+    partition_index: int
+    #: Null cancels the partition's reassignment.
+    replicas: tuple[int, ...] | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReassignableTopic:
+    name: str
+    partitions: tuple[ReassignablePartition, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterPartitionReassignmentsRequest:
+    timeout_ms: int
+    topics: tuple[ReassignableTopic, ...]
+    #: v1+ (KIP-860).
+    allow_replication_factor_change: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListPartitionReassignmentsTopics:
+    name: str
+    partition_indexes: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListPartitionReassignmentsRequest:
+    timeout_ms: int
+    #: Null means every partition.
+    topics: tuple[ListPartitionReassignmentsTopics, ...] | None
 
 
 def _failure(exc: Exception) -> tuple[ErrorCode, str]:
@@ -68,12 +121,12 @@ def _per_topic(
 
 async def handle_elect_leaders(state: BrokerState, request: Request) -> bytes:
     types = response_types(ELECT_LEADERS, request.header.api_version)
-    body = request.body
-    preferred = int(getattr(body, "election_type", PREFERRED)) == PREFERRED
+    body = view_of(ElectLeadersRequest, request.body)
+    preferred = body.election_type == PREFERRED
     wanted = (
         None
         if body.topic_partitions is None
-        else list(dict.fromkeys((t.topic, int(p)) for t in body.topic_partitions for p in t.partitions))
+        else list(dict.fromkeys((t.topic, p) for t in body.topic_partitions for p in t.partitions))
     )
     top_code, top_message = ErrorCode.none, None
     results: Mapping[TopicPartition, ElectionError | None]
@@ -100,13 +153,13 @@ async def handle_elect_leaders(state: BrokerState, request: Request) -> bytes:
 
 async def handle_alter_partition_reassignments(state: BrokerState, request: Request) -> bytes:
     types = response_types(ALTER_PARTITION_REASSIGNMENTS, request.header.api_version)
-    body = request.body
+    body = view_of(AlterPartitionReassignmentsRequest, request.body)
     changes: dict[TopicPartition, Sequence[int] | None] = {}
     for topic in body.topics:
         for requested in topic.partitions:
-            replicas = None if requested.replicas is None else [int(r) for r in requested.replicas]
-            changes[(topic.name, int(requested.partition_index))] = replicas
-    allow_rf_change = bool(getattr(body, "allow_replication_factor_change", True))
+            replicas = None if requested.replicas is None else list(requested.replicas)
+            changes[(topic.name, requested.partition_index)] = replicas
+    allow_rf_change = body.allow_replication_factor_change
     top_code, top_message = ErrorCode.none, None
     results: Mapping[TopicPartition, ElectionError | None] = {}
     try:
@@ -133,10 +186,10 @@ async def handle_alter_partition_reassignments(state: BrokerState, request: Requ
 
 def handle_list_partition_reassignments(state: BrokerState, request: Request) -> bytes:
     types = response_types(LIST_PARTITION_REASSIGNMENTS, request.header.api_version)
-    body = request.body
+    body = view_of(ListPartitionReassignmentsRequest, request.body)
     wanted: set[TopicPartition] | None = None
     if body.topics is not None:
-        wanted = {(t.name, int(p)) for t in body.topics for p in t.partition_indexes}
+        wanted = {(t.name, p) for t in body.topics for p in t.partition_indexes}
     top_code, top_message = ErrorCode.none, None
     ongoing: dict[TopicPartition, Any] = {}
     if state.controller.fence is None:

@@ -11,15 +11,40 @@ maxTimestamp). No such record: offset -1, timestamp -1, no error.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from barnabas.log import PartitionLog
 from barnabas.protocol import ErrorCode, Request, decode_batch_records, encode_response, parse_batch_header
 
 from ..registry import ApiSpec
 from ..state import BrokerState
 from ._build import NO_THROTTLE, make, response_types
+from ._view import view_of
 
 API_KEY = 2
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListOffsetsPartition:
+    partition_index: int
+    timestamp: int
+    #: v4+ (KIP-320).
+    current_leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListOffsetsTopic:
+    name: str
+    partitions: tuple[ListOffsetsPartition, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListOffsetsRequest:
+    replica_id: int
+    topics: tuple[ListOffsetsTopic, ...]
+    #: v2+ (KIP-98); 0 is READ_UNCOMMITTED.
+    isolation_level: int = 0
 
 
 def _first_record_at_or_after(partition_log: PartitionLog, timestamp: int) -> tuple[int, int] | None:
@@ -55,11 +80,12 @@ def _max_timestamp(partition_log: PartitionLog) -> tuple[int, int] | None:
 def handle(state: BrokerState, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(API_KEY, version)
+    body = view_of(ListOffsetsRequest, request.body)
     topics = []
-    for topic in request.body.topics:
+    for topic in body.topics:
         partitions = []
         for requested in topic.partitions:
-            index = int(requested.partition_index)
+            index = requested.partition_index
             fields: dict[str, object] = {
                 "partition_index": index,
                 "error_code": ErrorCode.none,
@@ -67,14 +93,12 @@ def handle(state: BrokerState, request: Request) -> bytes:
                 "offset": -1,
                 "leader_epoch": -1,
             }
-            found_partition = state.partitions.leader_partition(
-                topic.name, index, int(getattr(requested, "current_leader_epoch", -1))
-            )
+            found_partition = state.partitions.leader_partition(topic.name, index, requested.current_leader_epoch)
             if isinstance(found_partition, ErrorCode):
                 fields["error_code"] = found_partition
             else:
                 partition_log, partition_state = found_partition.log, found_partition.state
-                timestamp = int(requested.timestamp)
+                timestamp = requested.timestamp
                 found: tuple[int, int] | None
                 if timestamp == LATEST:
                     found = (partition_log.high_watermark, -1)

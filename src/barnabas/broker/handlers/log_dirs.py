@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +20,27 @@ from barnabas.protocol import ErrorCode, Request, encode_response
 from ..registry import ApiSpec
 from ..state import BrokerState
 from ._build import NO_THROTTLE, make, response_types
+from ._view import view_of
 
 API_KEY = 35
 
 
-def _wanted(topics: Iterable[Any] | None) -> set[tuple[str, int]] | None:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribableLogDirTopic:
+    topic: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeLogDirsRequest:
+    #: Null means every partition.
+    topics: tuple[DescribableLogDirTopic, ...] | None
+
+
+def _wanted(topics: Iterable[DescribableLogDirTopic] | None) -> set[tuple[str, int]] | None:
     if topics is None:
         return None
-    return {(t.topic, int(p)) for t in topics for p in t.partitions}
+    return {(t.topic, p) for t in topics for p in t.partitions}
 
 
 def _dir_result(state: BrokerState, types: Any, log_dir: Path, wanted: set[tuple[str, int]] | None) -> Any:
@@ -62,7 +76,7 @@ def _dir_result(state: BrokerState, types: Any, log_dir: Path, wanted: set[tuple
 
 def handle(state: BrokerState, request: Request) -> bytes:
     types = response_types(API_KEY, request.header.api_version)
-    wanted = _wanted(request.body.topics)
+    wanted = _wanted(view_of(DescribeLogDirsRequest, request.body).topics)
     results = tuple(_dir_result(state, types, log_dir, wanted) for log_dir in state.node.logs.log_dirs)
     response = make(
         types.DescribeLogDirsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, results=results

@@ -9,6 +9,7 @@ The controller id always names a live broker: kafkajs sends InitProducerId there
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import cast
 
 from barnabas.cluster import Topic, topic_name_problem
@@ -25,9 +26,30 @@ from barnabas.protocol import (
 from ..registry import ApiSpec
 from ..state import BrokerState
 from ..topic_admin import TopicAdminError, create_topic, live_brokers
+from ._view import view_of
 
 API_KEY = 3
 ZERO_UUID = uuid.UUID(int=0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetadataRequestTopic:
+    #: Null from v10, for a topic asked for by id.
+    name: str | None
+    #: v10+; kio reads Kafka's zero UUID (no id) as None.
+    topic_id: uuid.UUID | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetadataRequest:
+    #: Null (v1+) means every topic.
+    topics: tuple[MetadataRequestTopic, ...] | None
+    #: v4+; v0-v3 always allow it.
+    allow_auto_topic_creation: bool = True
+    #: v8-v10 (KIP-430; Kafka moved it to DescribeCluster).
+    include_cluster_authorized_operations: bool = False
+    #: v8+ (KIP-430).
+    include_topic_authorized_operations: bool = False
 
 
 def topic_section(state: BrokerState, topic: Topic, version: int) -> bytes:
@@ -99,11 +121,9 @@ async def _resolve(
 
 async def handle(state: BrokerState, request: Request) -> bytes:
     version = request.header.api_version
-    body = request.body
+    body = view_of(MetadataRequest, request.body)
     requested = body.topics
-    auto_create = bool(state.node.config["auto.create.topics.enable"]) and (
-        version < 4 or bool(body.allow_auto_topic_creation)
-    )
+    auto_create = bool(state.node.config["auto.create.topics.enable"]) and body.allow_auto_topic_creation
     if requested is None or (version == 0 and not requested):
         topics: list[MetadataTopic | bytes] = [
             topic_section(state, t, version) for _, t in sorted(state.node.topics.topics.items())
@@ -113,7 +133,7 @@ async def handle(state: BrokerState, request: Request) -> bytes:
         seen: set[object] = set()
         for entry in requested:
             name = entry.name
-            topic_id = getattr(entry, "topic_id", None)
+            topic_id = entry.topic_id
             key = name if name is not None else topic_id
             if key in seen:
                 continue

@@ -10,6 +10,7 @@ partition, as those versions have no top-level error.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from barnabas.groups import OffsetCommitValue, subscribed_topics
@@ -18,10 +19,93 @@ from barnabas.protocol import ErrorCode, Request, encode_response
 from ..registry import ApiSpec
 from ..state import BrokerState
 from ._build import NO_THROTTLE, make, response_types
+from ._view import view_of
 
 OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
 
 TopicPartition = tuple[str, int]
+
+
+# -- Request views -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetCommitRequestPartition:
+    partition_index: int
+    committed_offset: int
+    committed_metadata: str | None
+    #: v6+ (KIP-320).
+    committed_leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetCommitRequestTopic:
+    name: str
+    partitions: tuple[OffsetCommitRequestPartition, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetCommitRequest:
+    group_id: str
+    generation_id_or_member_epoch: int
+    member_id: str
+    topics: tuple[OffsetCommitRequestTopic, ...]
+    #: v2-v4; -1 keeps the broker's offsets.retention.minutes (KIP-211 removed it).
+    retention_time_ms: int = -1
+    #: v7+ (KIP-345).
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetFetchRequestTopic:
+    """OffsetFetchRequestTopic (v1-v7) and OffsetFetchRequestTopics (v8+)."""
+
+    name: str
+    partition_indexes: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetFetchRequestGroup:
+    """v8+ (KIP-709)."""
+
+    group_id: str
+    #: Null means all the group's offsets.
+    topics: tuple[OffsetFetchRequestTopic, ...] | None
+    #: v9+ (KIP-848).
+    member_id: str | None = None
+    member_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetFetchRequest:
+    #: v1-v7: the one group asked about.
+    group_id: str = ""
+    #: v1-v7; null (v2+) means all the group's offsets.
+    topics: tuple[OffsetFetchRequestTopic, ...] | None = ()
+    #: v7+ (KIP-447).
+    require_stable: bool = False
+    #: v8+ (KIP-709): several groups at once.
+    groups: tuple[OffsetFetchRequestGroup, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetDeleteRequestPartition:
+    partition_index: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetDeleteRequestTopic:
+    name: str
+    partitions: tuple[OffsetDeleteRequestPartition, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetDeleteRequest:
+    group_id: str
+    topics: tuple[OffsetDeleteRequestTopic, ...]
+
+
+# -- Handlers ----------------------------------------------------------------------------------
 
 
 def _topics_of(
@@ -37,20 +121,20 @@ def _topics_of(
 
 async def handle_offset_commit(state: BrokerState, request: Request) -> bytes:
     types = response_types(OFFSET_COMMIT, request.header.api_version)
-    body = request.body
+    body = view_of(OffsetCommitRequest, request.body)
     now_ms = state.node.now_ms()
     wanted: dict[TopicPartition, OffsetCommitValue] = {}
     errors: dict[TopicPartition, ErrorCode] = {}
     for topic in body.topics:
         known = state.node.topic(topic.name)
         for p in topic.partitions:
-            tp = (topic.name, int(p.partition_index))
+            tp = (topic.name, p.partition_index)
             if known is None or tp[1] not in known.assignment:
                 errors[tp] = ErrorCode.unknown_topic_or_partition
                 continue
             wanted[tp] = OffsetCommitValue(
-                offset=int(p.committed_offset),
-                leader_epoch=int(getattr(p, "committed_leader_epoch", -1)),
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch,
                 metadata=p.committed_metadata or "",
                 commit_timestamp=now_ms,
             )
@@ -59,13 +143,13 @@ async def handle_offset_commit(state: BrokerState, request: Request) -> bytes:
             await state.groups.commit_offsets(
                 body.group_id,
                 body.member_id,
-                getattr(body, "group_instance_id", None),
-                int(body.generation_id_or_member_epoch),
+                body.group_instance_id,
+                body.generation_id_or_member_epoch,
                 wanted,
             )
         )
     ordered = {
-        (t.name, int(p.partition_index)): {"error_code": errors[(t.name, int(p.partition_index))]}
+        (t.name, p.partition_index): {"error_code": errors[(t.name, p.partition_index)]}
         for t in body.topics
         for p in t.partitions
     }
@@ -75,9 +159,9 @@ async def handle_offset_commit(state: BrokerState, request: Request) -> bytes:
 
 
 def _fetch_group(
-    state: BrokerState, group_id: str, topics: Sequence[Any] | None
+    state: BrokerState, group_id: str, topics: Sequence[OffsetFetchRequestTopic] | None
 ) -> tuple[ErrorCode, dict[TopicPartition, OffsetCommitValue | None]]:
-    wanted = None if topics is None else [(t.name, int(p)) for t in topics for p in t.partition_indexes]
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     return state.groups.fetch_offsets(group_id, wanted)
 
 
@@ -95,7 +179,7 @@ def _partition_fields(value: OffsetCommitValue | None, error: ErrorCode) -> dict
 def handle_offset_fetch(state: BrokerState, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(OFFSET_FETCH, version)
-    body = request.body
+    body = view_of(OffsetFetchRequest, request.body)
     if version >= 8:
         groups = []
         for group in body.groups:
@@ -107,7 +191,7 @@ def handle_offset_fetch(state: BrokerState, request: Request) -> bytes:
         return encode_response(request.header.correlation_id, response)
     code, offsets = _fetch_group(state, body.group_id, body.topics)
     if code is not ErrorCode.none and version < 2 and body.topics is not None:
-        offsets = {(t.name, int(p)): None for t in body.topics for p in t.partition_indexes}
+        offsets = {(t.name, p): None for t in body.topics for p in t.partition_indexes}
     partition_error = code if version < 2 else ErrorCode.none
     results = {tp: _partition_fields(v, partition_error) for tp, v in offsets.items()}
     topics = _topics_of(types, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition", results)
@@ -117,8 +201,8 @@ def handle_offset_fetch(state: BrokerState, request: Request) -> bytes:
 
 async def handle_offset_delete(state: BrokerState, request: Request) -> bytes:
     types = response_types(OFFSET_DELETE, request.header.api_version)
-    body = request.body
-    partitions = [(t.name, int(p.partition_index)) for t in body.topics for p in t.partitions]
+    body = view_of(OffsetDeleteRequest, request.body)
+    partitions = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
     code, results = await state.groups.delete_offsets(body.group_id, partitions, subscribed_topics)
     fields = {tp: {"error_code": e} for tp, e in results.items()}
     topics = _topics_of(types, "OffsetDeleteResponseTopic", "OffsetDeleteResponsePartition", fields)

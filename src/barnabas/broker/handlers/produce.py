@@ -27,7 +27,13 @@ import inspect
 from collections.abc import Awaitable
 from typing import NamedTuple
 
-from barnabas.protocol import ErrorCode, ProducePartitionResult, Request, encode_produce_response
+from barnabas.protocol import (
+    ErrorCode,
+    ProducePartitionResult,
+    ProduceRequestData,
+    Request,
+    encode_produce_response,
+)
 
 from ..partition_service import AppendStarted, append_failure
 from ..registry import CLOSE_CONNECTION, ApiSpec, Response
@@ -57,9 +63,21 @@ class _InFlight(NamedTuple):
     started: AppendStarted
 
 
-def handle(state: BrokerState, request: Request) -> Response | Awaitable[Response]:
+def _body(request: Request) -> ProduceRequestData:
+    """The body as the protocol's own Produce decoder reads it: typed already, records as views of the frame.
+
+    Raises:
+        TypeError: the body came from elsewhere (``decode_request`` reads every version served, v3-v11).
+    """
     body = request.body
-    acks = int(body.acks)
+    if not isinstance(body, ProduceRequestData):
+        raise TypeError(f"a Produce v{request.header.api_version} body must be a ProduceRequestData, not {type(body)}")
+    return body
+
+
+def handle(state: BrokerState, request: Request) -> Response | Awaitable[Response]:
+    body = _body(request)
+    acks = body.acks
     now_ms = state.node.now_ms()
     results: list[tuple[str, list[ProducePartitionResult]]] = []
     waits: list[_Wait] = []
@@ -92,8 +110,8 @@ def handle(state: BrokerState, request: Request) -> Response | Awaitable[Respons
             partitions.append(outcome)
         results.append((topic.name, partitions))
     if in_flight:
-        return _respond_when_written(state, request, results, waits, in_flight)
-    return _respond(state, request, results, waits)
+        return _respond_when_written(state, request, body, results, waits, in_flight)
+    return _respond(state, request, body, results, waits)
 
 
 def _settle(  # noqa: PLR0917 - where the result goes and what it came from
@@ -124,9 +142,10 @@ def _settle(  # noqa: PLR0917 - where the result goes and what it came from
     return outcome
 
 
-async def _respond_when_written(
+async def _respond_when_written(  # noqa: PLR0917 - the request, what it asked, and where the results stand
     state: BrokerState,
     request: Request,
+    body: ProduceRequestData,
     results: list[tuple[str, list[ProducePartitionResult]]],
     waits: list[_Wait],
     in_flight: list[_InFlight],
@@ -140,14 +159,14 @@ async def _respond_when_written(
             with contextlib.suppress(Exception):
                 await asyncio.wrap_future(landed)
     now_ms = state.node.now_ms()
-    acks = int(request.body.acks)
+    acks = body.acks
     for item in in_flight:
         if not item.started.append.done:
             item.started.log.complete_appends(now_ms)
         position = (item.topic_position, item.partition_position)
         outcome = _settle(state, acks, waits, position, item.topic_name, item.partition, item.started)
         results[item.topic_position][1][item.partition_position] = outcome
-    response = _respond(state, request, results, waits)
+    response = _respond(state, request, body, results, waits)
     if inspect.isawaitable(response):
         return await response
     return response
@@ -156,24 +175,26 @@ async def _respond_when_written(
 def _respond(
     state: BrokerState,
     request: Request,
+    body: ProduceRequestData,
     results: list[tuple[str, list[ProducePartitionResult]]],
     waits: list[_Wait],
 ) -> Response | Awaitable[Response]:
-    if int(request.body.acks) == 0:
+    if body.acks == 0:
         failed = any(outcome.error_code != ErrorCode.none for _, partitions in results for outcome in partitions)
         return CLOSE_CONNECTION if failed else None
     if waits:
-        return _respond_when_replicated(state, request, results, waits)
+        return _respond_when_replicated(state, request, body, results, waits)
     return encode_produce_response(request.header.api_version, request.header.correlation_id, results)
 
 
 async def _respond_when_replicated(
     state: BrokerState,
     request: Request,
+    body: ProduceRequestData,
     results: list[tuple[str, list[ProducePartitionResult]]],
     waits: list[_Wait],
 ) -> Response:
-    timeout_s = max(int(request.body.timeout_ms), 0) / 1000
+    timeout_s = max(body.timeout_ms, 0) / 1000
 
     async def settle(item: _Wait) -> None:
         partitions = results[item.topic_position][1]

@@ -8,18 +8,31 @@ barnabas does not have yet; they are refused with a message.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from barnabas.protocol import ErrorCode, Request, encode_response
 
 from ..registry import ApiSpec
 from ..state import BrokerState
 from ._build import NO_THROTTLE, make, response_types
+from ._view import view_of
 
 API_KEY = 22
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InitProducerIdRequest:
+    transactional_id: str | None
+    transaction_timeout_ms: int
+    #: v3+ (KIP-360): the id and epoch to bump, -1 for a new producer.
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
 async def handle(state: BrokerState, request: Request) -> bytes:
     types = response_types(API_KEY, request.header.api_version)
-    if request.body.transactional_id is not None:
+    body = view_of(InitProducerIdRequest, request.body)
+    if body.transactional_id is not None:
         response = make(
             types.InitProducerIdResponse,
             throttle_time=NO_THROTTLE,

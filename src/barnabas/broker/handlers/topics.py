@@ -6,7 +6,9 @@ fails the others. A name listed twice in one request gets INVALID_REQUEST (Kafka
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from barnabas.cluster import Topic
@@ -17,10 +19,84 @@ from ..registry import ApiSpec
 from ..state import BrokerState
 from ..topic_admin import TopicAdminError, create_partitions, create_topic, delete_topic
 from ._build import NO_THROTTLE, make, response_types
+from ._view import view_of
 
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 CREATE_PARTITIONS = 37
+
+
+# -- Request views -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatableReplicaAssignment:
+    partition_index: int
+    broker_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatableTopicConfig:
+    name: str
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatableTopic:
+    name: str
+    #: -1 takes the broker's default (KIP-464), for replication_factor too.
+    num_partitions: int
+    replication_factor: int
+    assignments: tuple[CreatableReplicaAssignment, ...]
+    configs: tuple[CreatableTopicConfig, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateTopicsRequest:
+    topics: tuple[CreatableTopic, ...]
+    timeout_ms: int
+    validate_only: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteTopicState:
+    """v6+ (KIP-516): a topic named or given by id."""
+
+    name: str | None
+    #: kio reads Kafka's zero UUID (no id) as None.
+    topic_id: uuid.UUID | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteTopicsRequest:
+    timeout_ms: int
+    #: v1-v5.
+    topic_names: tuple[str, ...] = ()
+    #: v6+.
+    topics: tuple[DeleteTopicState, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatePartitionsAssignment:
+    broker_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatePartitionsTopic:
+    name: str
+    count: int
+    #: Null lets the controller place the new partitions.
+    assignments: tuple[CreatePartitionsAssignment, ...] | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatePartitionsRequest:
+    topics: tuple[CreatePartitionsTopic, ...]
+    timeout_ms: int
+    validate_only: bool
+
+
+# -- Handlers ----------------------------------------------------------------------------------
 
 
 def _config_entries(state: BrokerState, types: Any, topic: Topic) -> tuple[Any, ...]:
@@ -44,7 +120,7 @@ def _config_entries(state: BrokerState, types: Any, topic: Topic) -> tuple[Any, 
 async def handle_create_topics(state: BrokerState, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(CREATE_TOPICS, version)
-    body = request.body
+    body = view_of(CreateTopicsRequest, request.body)
     counts = Counter(t.name for t in body.topics)
     results = []
     for requested in body.topics:
@@ -66,11 +142,11 @@ async def handle_create_topics(state: BrokerState, request: Request) -> bytes:
             topic = await create_topic(
                 state.node,
                 requested.name,
-                num_partitions=int(requested.num_partitions),
-                replication_factor=int(requested.replication_factor),
-                assignment={int(a.partition_index): list(a.broker_ids) for a in requested.assignments},
+                num_partitions=requested.num_partitions,
+                replication_factor=requested.replication_factor,
+                assignment={a.partition_index: list(a.broker_ids) for a in requested.assignments},
                 configs={c.name: c.value for c in requested.configs},
-                validate_only=bool(body.validate_only) if version >= 1 else False,
+                validate_only=body.validate_only,
             )
         except TopicAdminError as exc:
             result.update(error_code=exc.error_code, error_message=exc.message)
@@ -89,7 +165,8 @@ async def handle_create_topics(state: BrokerState, request: Request) -> bytes:
 async def handle_delete_topics(state: BrokerState, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(DELETE_TOPICS, version)
-    body = request.body
+    body = view_of(DeleteTopicsRequest, request.body)
+    wanted: list[tuple[str | None, uuid.UUID | None]]
     if version >= 6:
         wanted = [(t.name, t.topic_id) for t in body.topics]
     else:
@@ -111,6 +188,8 @@ async def handle_delete_topics(state: BrokerState, request: Request) -> bytes:
                 )
                 continue
         try:
+            if name is None:  # neither a name nor an id: answered as delete_topic answers a name it does not know
+                raise TopicAdminError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic.")
             topic = await delete_topic(state.node, name)
         except TopicAdminError as exc:
             results.append(
@@ -138,7 +217,7 @@ async def handle_delete_topics(state: BrokerState, request: Request) -> bytes:
 
 async def handle_create_partitions(state: BrokerState, request: Request) -> bytes:
     types = response_types(CREATE_PARTITIONS, request.header.api_version)
-    body = request.body
+    body = view_of(CreatePartitionsRequest, request.body)
     counts = Counter(t.name for t in body.topics)
     results = []
     for requested in body.topics:
@@ -151,9 +230,9 @@ async def handle_create_partitions(state: BrokerState, request: Request) -> byte
                 await create_partitions(
                     state.node,
                     requested.name,
-                    int(requested.count),
+                    requested.count,
                     assignment=assignment,
-                    validate_only=bool(body.validate_only),
+                    validate_only=body.validate_only,
                 )
             except TopicAdminError as exc:
                 code, message = exc.error_code, exc.message
