@@ -22,7 +22,7 @@ import uvloop
 from confluent_kafka import Producer
 from kio.schema.errors import ErrorCode
 
-from barnabas.broker.client import BrokerConnectionError, KafkaClient
+from barnabas.client import BrokerConnectionError, KafkaClient
 from barnabas.protocol import (
     LocalProtocolError,
     decode_batch_records,

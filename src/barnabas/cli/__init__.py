@@ -27,6 +27,7 @@ from . import (
     partitions,
     pipeline,
     produce,
+    proxy,
     records,
     topics,
 )
@@ -36,7 +37,8 @@ from .errors import CliError
 __all__ = ["main"]
 
 SUBCOMMANDS = (
-    broker, cluster, topics, produce, consume, groups, records, partitions, coordination, bench, pipeline, completion,
+    broker, proxy, cluster, topics, produce, consume, groups, records, partitions, coordination, bench, pipeline,
+    completion,
 )  # fmt: skip
 
 

@@ -63,7 +63,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, str]:
     return overrides
 
 
-def _without_test_data_generators() -> None:
+def without_test_data_generators() -> None:
     """Keep hypothesis out of the broker process, before kio (the protocol schemas) is imported.
 
     kio registers hypothesis strategies for its types whenever hypothesis can be imported: about
@@ -76,7 +76,7 @@ def _without_test_data_generators() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    _without_test_data_generators()
+    without_test_data_generators()
     from barnabas.config import ConfigError, load_broker_config
 
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     return int(uvloop.run(_serve(config, args.port_file)))
 
 
-def _write_port_file(path: Path, port: int) -> None:
+def write_port_file(path: Path, port: int) -> None:
     """Write the port so that a reader never sees a partial file: a temporary file, then a rename."""
     partial = path.with_name(path.name + ".partial")
     try:
@@ -130,7 +130,7 @@ async def _serve(config: Any, port_file: Path | None = None) -> int:
         raise CliError(f"cannot start: {exc}") from None
     if port_file is not None:
         try:
-            _write_port_file(port_file, broker.bound_port)
+            write_port_file(port_file, broker.bound_port)
         except CliError:
             await broker.stop()
             raise

@@ -99,7 +99,7 @@ async def _ask_all(
 
 
 async def _ask(address: str, body: Any, timeout_s: float) -> Any:
-    from barnabas.broker.client import BrokerConnectionError, KafkaClient
+    from barnabas.client import BrokerConnectionError, KafkaClient
 
     host, _, port = address.rpartition(":")
     try:

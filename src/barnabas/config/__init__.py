@@ -3,6 +3,7 @@
 from .broker import BROKER_CONFIGS, BrokerConfig, Listener, hostname_ordinal, load_broker_config
 from .cleaner import cleaner_config_for
 from .definitions import ConfigDef, ConfigError, ConfigSource, ConfigType
+from .proxy import PROXY_CONFIGS, ProxyConfig, load_proxy_config
 from .topic import (
     TOPIC_CONFIGS,
     ResolvedValue,
@@ -13,6 +14,7 @@ from .topic import (
 
 __all__ = [
     "BROKER_CONFIGS",
+    "PROXY_CONFIGS",
     "TOPIC_CONFIGS",
     "BrokerConfig",
     "ConfigDef",
@@ -20,10 +22,12 @@ __all__ = [
     "ConfigSource",
     "ConfigType",
     "Listener",
+    "ProxyConfig",
     "ResolvedValue",
     "cleaner_config_for",
     "hostname_ordinal",
     "load_broker_config",
+    "load_proxy_config",
     "log_config_for",
     "resolve_topic_config",
     "validate_topic_overrides",

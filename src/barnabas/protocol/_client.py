@@ -1,7 +1,7 @@
 """The client side of the codec: encode requests, decode responses (broker-to-broker traffic).
 
 A follower sends Fetch, OffsetForLeaderEpoch, Metadata and ApiVersions to its leader with
-these; the I/O shell is ``barnabas.broker.client``.
+these; the I/O shell is ``barnabas.client``.
 
 Rules this module keeps:
 

@@ -28,9 +28,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from barnabas.client import BrokerConnectionError, KafkaClient
 from barnabas.protocol import ErrorCode, request_class
-
-from ..client import BrokerConnectionError, KafkaClient
 
 if TYPE_CHECKING:
     from ..state import NodeState

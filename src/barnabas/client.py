@@ -1,8 +1,10 @@
-"""A Kafka client connection for broker-to-broker traffic: an asyncio shell around the codec.
+"""A Kafka client connection for barnabas's own traffic: an asyncio shell around the codec.
 
 A follower talks to its leader through one of these (Fetch with replica_id, OffsetForLeaderEpoch,
-Metadata, ApiVersions). Like httpcore around h11, the bytes are split by the sans-IO
-``FrameReader`` and encoded and decoded by ``barnabas.protocol``; this module only moves them.
+Metadata, ApiVersions), and the proxy relays its clients' requests to brokers through them
+(:meth:`KafkaClient.relay`: frames encoded elsewhere, responses returned undecoded). Like httpcore
+around h11, the bytes are split by the sans-IO ``FrameReader`` and encoded and decoded by
+``barnabas.protocol``; this module only moves them.
 
 Rules this module keeps (Kafka's NetworkClient/InFlightRequests semantics):
 
@@ -30,6 +32,8 @@ import asyncio
 import collections
 import enum
 import logging
+import struct
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, cast
@@ -56,6 +60,8 @@ DEFAULT_MAX_RESPONSE_SIZE: Final = 256 << 20
 _API_VERSIONS = 18
 _API_VERSIONS_VERSION = 3  # the newest with a distinct layout; v4 only adds error semantics
 _CORRELATION_LIMIT = 1 << 31  # correlation ids are int32 and wrap to 0
+_INT32 = struct.Struct(">i")
+_REQUEST_START = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 
 
 class BrokerConnectionError(ConnectionError):
@@ -212,20 +218,90 @@ class KafkaClient:
             LocalProtocolError: ``body`` cannot be encoded as (api_key, api_version); nothing
                 was sent and the connection is unaffected.
         """
+        return await self.request_nowait(api_key, api_version, body, timeout_s=timeout_s)
+
+    def request_nowait(
+        self, api_key: int, api_version: int, body: Any, *, timeout_s: float | None = None
+    ) -> Awaitable[Any]:
+        """Write the request now; await the result for the decoded response (as :meth:`request`).
+
+        The bytes are on the transport when this returns, so requests written one after another
+        this way reach the broker in that order, whatever their callers await in between.
+        """
         self._raise_if_closed()
         correlation_id = self._next_correlation_id
         frame = encode_request(api_key, api_version, correlation_id, self.client_id, body)
+        entry = self._send(api_key, api_version, correlation_id, (frame,))
+        return self._decoded(entry, timeout_s)
+
+    async def _decoded(self, entry: _InFlight, timeout_s: float | None) -> Any:
+        payload = await self._response(entry, timeout_s)
+        try:
+            _, response = decode_response(entry.api_key, entry.api_version, payload)
+        except RemoteProtocolError as exc:
+            message = f"{self._describe(entry)}: {exc}"
+            self._fail(message, exc)
+            raise BrokerConnectionError(f"{self._where()}: {message}") from exc
+        return response
+
+    async def relay(
+        self, frame: bytes | memoryview, *, expect_response: bool = True, timeout_s: float | None = None
+    ) -> bytes | None:
+        """Send a request encoded elsewhere under this connection's next correlation id; its response undecoded.
+
+        Args:
+            frame: a whole request frame without its size prefix (header and body, as a
+                ``FrameReader`` returns it); its correlation id is replaced, nothing is copied.
+            expect_response: False for a request the broker does not answer (Produce with acks=0).
+            timeout_s: as for :meth:`request`.
+
+        Returns:
+            The response frame without its size prefix (it starts with this connection's
+            correlation id), or None when no response is expected.
+
+        Raises:
+            BrokerConnectionError: as for :meth:`request`.
+        """
+        return await self.relay_nowait(frame, expect_response=expect_response, timeout_s=timeout_s)
+
+    def relay_nowait(
+        self, frame: bytes | memoryview, *, expect_response: bool = True, timeout_s: float | None = None
+    ) -> Awaitable[bytes | None]:
+        """Write the frame now (as :meth:`request_nowait`); await the result for :meth:`relay`'s."""
+        self._raise_if_closed()
+        api_key, api_version, _ = _REQUEST_START.unpack_from(frame, 0)
+        correlation_id = self._next_correlation_id
+        view = memoryview(frame)
+        parts = (_INT32.pack(len(frame)), view[:4], _INT32.pack(correlation_id), view[8:])
+        entry = self._send(api_key, api_version, correlation_id, parts, expect_response=expect_response)
+        if not expect_response:
+            return _nothing()
+        return self._response(entry, timeout_s)
+
+    def _send(
+        self,
+        api_key: int,
+        api_version: int,
+        correlation_id: int,
+        parts: tuple[bytes | memoryview, ...],
+        *,
+        expect_response: bool = True,
+    ) -> _InFlight:
         self._next_correlation_id = (correlation_id + 1) % _CORRELATION_LIMIT
         entry = _InFlight(correlation_id, api_key, api_version, asyncio.get_running_loop().create_future())
-        self._in_flight.append(entry)
+        if expect_response:
+            self._in_flight.append(entry)
         assert self._transport is not None
-        self._transport.write(frame)
+        self._transport.writelines(parts)
+        return entry
+
+    async def _response(self, entry: _InFlight, timeout_s: float | None) -> bytes:
         timeout = self.request_timeout_s if timeout_s is None else timeout_s
         try:
             async with asyncio.timeout(timeout):
                 if not self._can_write.is_set():
                     await self._can_write.wait()
-                payload = await entry.response
+                return await entry.response
         except TimeoutError:
             message = f"{self._describe(entry)} got no response within {timeout}s"
             self._fail(message, None)
@@ -235,13 +311,6 @@ class KafkaClient:
                 entry.response.cancel()  # the caller left: drop the response when it comes
             elif not entry.response.cancelled():
                 entry.response.exception()  # retrieved, even if the caller left before awaiting it
-        try:
-            _, response = decode_response(api_key, api_version, payload)
-        except RemoteProtocolError as exc:
-            message = f"{self._describe(entry)}: {exc}"
-            self._fail(message, exc)
-            raise BrokerConnectionError(f"{self._where()}: {message}") from exc
-        return response
 
     async def api_versions(self, *, timeout_s: float | None = None) -> dict[int, tuple[int, int]]:
         """Ask the broker which versions it serves: api_key -> (min_version, max_version).
@@ -357,6 +426,10 @@ class KafkaClient:
     @staticmethod
     def _describe(entry: _InFlight) -> str:
         return f"api_key={entry.api_key} v{entry.api_version} (correlation id {entry.correlation_id})"
+
+
+async def _nothing() -> None:
+    return None
 
 
 def _api_versions_request(version: int) -> Any:

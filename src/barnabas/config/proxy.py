@@ -1,0 +1,105 @@
+"""Proxy settings under Kafka's names where Kafka has one: listeners, bootstrap servers, timeouts.
+
+A proxy node reads them from ``--config proxy.properties`` and its flags (flags win); an unknown
+key stops it with a one-line reason, as it does a broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .broker import Listener, parse_listener
+from .definitions import ConfigDef, ConfigError, ConfigType, at_least, parse_properties
+
+__all__ = ["PROXY_CONFIGS", "ProxyConfig", "load_proxy_config"]
+
+_S, _I, _LIST = ConfigType.STRING, ConfigType.INT, ConfigType.LIST
+
+PROXY_CONFIGS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in [
+        ConfigDef("listeners", _LIST, ["PLAINTEXT://127.0.0.1:9192"], "Where the proxy listens for clients."),
+        ConfigDef("advertised.listeners", _LIST, [], "The address clients are told to use; defaults to listeners."),
+        ConfigDef("bootstrap.servers", _LIST, [], "Brokers of the cluster to read its metadata from first."),
+        ConfigDef("broker.rack", _S, None, "This proxy node's rack: it routes to brokers in it first."),
+        ConfigDef("proxy.peers", _LIST, [], "Every proxy node's advertised HOST:PORT[@RACK], this one included."),
+        ConfigDef("request.timeout.ms", _I, 30_000, "How long a broker may take to answer.", at_least(1)),
+        ConfigDef("socket.connection.setup.timeout.ms", _I, 10_000, "How long connecting to a broker may take.",
+                  at_least(1)),
+        ConfigDef("socket.request.max.bytes", _I, 104_857_600, "The largest request a client may send.", at_least(1)),
+        ConfigDef("metadata.max.age.ms", _I, 30_000, "How often the proxy reads the cluster's metadata anyway.",
+                  at_least(100)),
+        ConfigDef("proxy.peer.probe.interval.ms", _I, 2_000, "How often the other proxy nodes are probed.",
+                  at_least(10)),
+        ConfigDef("proxy.drain.timeout.ms", _I, 30_000, "How long a stopping proxy waits for answers in flight.",
+                  at_least(0)),
+        ConfigDef("max.in.flight.requests.per.connection", _I, 100,
+                  "Requests of one client connection the proxy handles at once before it stops reading.", at_least(1)),
+    ]
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyConfig:
+    values: Mapping[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def listener(self) -> Listener:
+        return parse_listener(self["listeners"][0], "listeners")
+
+    @property
+    def advertised(self) -> Listener | None:
+        uris = self["advertised.listeners"]
+        return parse_listener(uris[0], "advertised.listeners") if uris else None
+
+    @property
+    def bootstrap(self) -> list[tuple[str, int]]:
+        return [_host_port(text, "bootstrap.servers") for text in self["bootstrap.servers"]]
+
+
+def _host_port(text: str, key: str) -> tuple[str, int]:
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{key}: {text!r} is not HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def load_proxy_config(file: Path | None = None, overrides: Mapping[str, str] | None = None) -> ProxyConfig:
+    """Defaults, then the properties file, then the flags.
+
+    Raises:
+        ConfigError: an unknown key, an unreadable file, an invalid value, or no bootstrap servers.
+    """
+    raw: dict[str, tuple[str, str]] = {}
+    if file is not None:
+        try:
+            text = file.read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from None
+        raw.update({key: (value, str(file)) for key, value in parse_properties(text, str(file)).items()})
+    raw.update({key: (value, "command line") for key, value in (overrides or {}).items()})
+    values = {key: definition.default for key, definition in PROXY_CONFIGS.items()}
+    for key, (value, origin) in raw.items():
+        definition = PROXY_CONFIGS.get(key)
+        if definition is None:
+            raise ConfigError(f"unknown setting {key!r} (from {origin})")
+        try:
+            values[key] = definition.parse(value)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc} (from {origin})") from None
+    config = ProxyConfig(values)
+    if len(config["listeners"]) != 1:
+        raise ConfigError("listeners: exactly one listener is supported")
+    config.listener  # noqa: B018 - parsed now so that a bad value stops the proxy at once
+    advertised = config.advertised
+    if advertised is not None and advertised.port == 0:
+        raise ConfigError("advertised.listeners: port 0 cannot be advertised")
+    if not config.bootstrap:
+        raise ConfigError("bootstrap.servers: at least one broker is required")
+    return config

@@ -1,0 +1,149 @@
+"""What the proxy knows of the real cluster: brokers, controller, topic ids and partition leaders.
+
+The view is refreshed from a Metadata request to any reachable broker (the known ones first,
+then the bootstrap addresses): at start, every ``metadata.max.age.ms``, and whenever routing finds
+it stale (a partition without a known leader, NOT_LEADER_OR_FOLLOWER, a broker that cannot be
+reached). Concurrent refreshes share one request. Group coordinators are learnt from the
+FindCoordinator answers the proxy relays and forgotten on NOT_COORDINATOR.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from barnabas.client import BrokerConnectionError
+from barnabas.protocol import request_class
+
+from .links import Address, BrokerLinks
+
+__all__ = ["BrokerAddress", "ClusterView", "NoBrokerError", "PartitionInfo"]
+
+log = logging.getLogger(__name__)
+
+METADATA = 3
+METADATA_VERSION = 12
+
+
+class NoBrokerError(Exception):
+    """No broker of the cluster could be reached."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerAddress:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None
+
+    @property
+    def address(self) -> Address:
+        return self.host, self.port
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    leader_id: int
+    leader_epoch: int
+    replicas: int
+    isr: int
+
+
+class ClusterView:
+    def __init__(self, bootstrap: Sequence[Address], links: BrokerLinks) -> None:
+        self.bootstrap = tuple(bootstrap)
+        self.links = links
+        self.brokers: dict[int, BrokerAddress] = {}
+        self.controller_id = -1
+        self.cluster_id: str | None = None
+        self.topic_ids: dict[str, uuid.UUID] = {}
+        self.topic_names: dict[uuid.UUID, str] = {}
+        self.partitions: dict[tuple[str, int], PartitionInfo] = {}
+        #: (key type, key) -> broker id of its coordinator, as last answered.
+        self.coordinators: dict[tuple[int, str], int] = {}
+        self.refreshed_at = 0.0
+        self._refreshing: asyncio.Task[None] | None = None
+
+    # -- lookups ---------------------------------------------------------------------------------
+
+    def leader(self, topic: str, partition: int) -> BrokerAddress | None:
+        info = self.partitions.get((topic, partition))
+        return self.brokers.get(info.leader_id) if info is not None else None
+
+    def rack_of(self, broker_id: int) -> str | None:
+        broker = self.brokers.get(broker_id)
+        return broker.rack if broker is not None else None
+
+    def topic_key(self, topic: str) -> bytes:
+        """What the proxy hashes a topic's partitions by: its topic id, else its name."""
+        topic_id = self.topic_ids.get(topic)
+        return topic_id.bytes if topic_id is not None else topic.encode()
+
+    def any_broker(self, rack: str | None = None) -> BrokerAddress | None:
+        """A live broker, one in ``rack`` if there is one."""
+        ordered = sorted(self.brokers.values(), key=lambda b: (b.rack != rack, b.broker_id))
+        return ordered[0] if ordered else None
+
+    # -- refreshing ------------------------------------------------------------------------------
+
+    async def refresh(self) -> None:
+        """Read the cluster's metadata again (one request however many callers ask at once).
+
+        Raises:
+            NoBrokerError: no broker answered.
+        """
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = asyncio.get_running_loop().create_task(self._refresh())
+        await asyncio.shield(self._refreshing)
+
+    async def _refresh(self) -> None:
+        candidates = [b.address for b in sorted(self.brokers.values(), key=lambda b: b.broker_id)]
+        candidates += [a for a in self.bootstrap if a not in candidates]
+        failures = []
+        body = request_class(METADATA, METADATA_VERSION)(
+            topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+        )
+        for address in candidates:
+            try:
+                client = await self.links.get(address)
+                response = await client.request(METADATA, METADATA_VERSION, body)
+            except BrokerConnectionError as exc:
+                self.links.drop(address)
+                failures.append(str(exc))
+                continue
+            self.apply(response)
+            return
+        raise NoBrokerError("no broker answered Metadata: " + "; ".join(failures))
+
+    def apply(self, response: Any) -> None:
+        """Take a Metadata response (any version with topic ids or not) as the new view."""
+        self.brokers = {
+            int(b.node_id): BrokerAddress(int(b.node_id), b.host, int(b.port), getattr(b, "rack", None))
+            for b in response.brokers
+        }
+        self.controller_id = int(getattr(response, "controller_id", -1))
+        self.cluster_id = getattr(response, "cluster_id", None)
+        topic_ids: dict[str, uuid.UUID] = {}
+        partitions: dict[tuple[str, int], PartitionInfo] = {}
+        for topic in response.topics:
+            if topic.name is None:
+                continue
+            topic_id = getattr(topic, "topic_id", None)
+            if topic_id is not None and topic_id.int != 0:
+                topic_ids[topic.name] = topic_id
+            for p in topic.partitions:
+                partitions[(topic.name, int(p.partition_index))] = PartitionInfo(
+                    int(p.leader_id), int(getattr(p, "leader_epoch", -1)), len(p.replica_nodes), len(p.isr_nodes)
+                )
+        self.topic_ids = topic_ids
+        self.topic_names = {v: k for k, v in topic_ids.items()}
+        self.partitions = partitions
+        self.refreshed_at = time.monotonic()
+
+    def forget_coordinator(self, key_type: int, key: str) -> None:
+        self.coordinators.pop((key_type, key), None)

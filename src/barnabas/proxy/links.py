@@ -1,0 +1,73 @@
+"""The proxy's connections to the real brokers: one pipelined connection per broker address.
+
+Every client connection's requests to one broker share that broker's connection (Kafka's
+NetworkClient keeps one per node too); requests are pipelined and answered in order. A
+connection that fails is dropped and the next request opens a new one; concurrent requests
+wait for the same connect instead of racing several.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from barnabas.client import BrokerConnectionError, KafkaClient
+
+__all__ = ["Address", "BrokerLinks"]
+
+log = logging.getLogger(__name__)
+
+Address = tuple[str, int]
+
+
+class BrokerLinks:
+    def __init__(self, *, client_id: str, connect_timeout_s: float, request_timeout_s: float) -> None:
+        self.client_id = client_id
+        self.connect_timeout_s = connect_timeout_s
+        self.request_timeout_s = request_timeout_s
+        self._open: dict[Address, KafkaClient] = {}
+        self._connecting: dict[Address, asyncio.Task[KafkaClient]] = {}
+
+    async def get(self, address: Address) -> KafkaClient:
+        """The open connection to ``address``, opened now if there is none.
+
+        Raises:
+            BrokerConnectionError: the broker cannot be reached.
+        """
+        client = self._open.get(address)
+        if client is not None and not client.closed:
+            return client
+        task = self._connecting.get(address)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._connect(address))
+            self._connecting[address] = task
+            task.add_done_callback(lambda _: self._connecting.pop(address, None))
+        return await asyncio.shield(task)
+
+    async def _connect(self, address: Address) -> KafkaClient:
+        host, port = address
+        client = await KafkaClient.connect(
+            host,
+            port,
+            client_id=self.client_id,
+            timeout_s=self.connect_timeout_s,
+            request_timeout_s=self.request_timeout_s,
+        )
+        self._open[address] = client
+        return client
+
+    def drop(self, address: Address) -> None:
+        """Forget (and close) the connection to ``address``: the broker moved or failed."""
+        client = self._open.pop(address, None)
+        if client is not None:
+            client.close()
+
+    async def close(self) -> None:
+        for task in list(self._connecting.values()):
+            task.cancel()
+        for client in list(self._open.values()):
+            client.close()
+            with contextlib.suppress(BrokerConnectionError):
+                await client.wait_closed()
+        self._open.clear()

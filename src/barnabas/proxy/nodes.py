@@ -1,0 +1,85 @@
+"""The proxy nodes clients see as the cluster's brokers, and the deterministic choice among them.
+
+Clients must get the same answer from every proxy node, or they would chase partitions between
+them: each proxy node knows the same set of nodes (static ``--peers`` now, the coordination group
+``proxies`` later) and picks among those that are up by a hash of what is being placed (a
+partition's topic id and index, a group id), within the rack of the real broker that serves it
+when a proxy node sits there, among all up nodes otherwise. Node ids are the positions of the
+nodes' advertised addresses in sorted order, so every node numbers the same set the same way.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+__all__ = ["ProxyNode", "ProxyNodes", "parse_node_address"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyNode:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def parse_node_address(text: str) -> tuple[str, int, str | None]:
+    """``HOST:PORT`` or ``HOST:PORT@RACK``, as ``--peers`` lists them.
+
+    Raises:
+        ValueError: not that shape, or the port is not a number in 1..65535.
+    """
+    address, _, rack = text.strip().partition("@")
+    host, sep, port_text = address.rpartition(":")
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError(f"{text!r} is not HOST:PORT[@RACK]")
+    return host.strip("[]"), int(port_text), rack or None
+
+
+class ProxyNodes:
+    """The proxy nodes, which of them are up, and which one answers for a given key."""
+
+    def __init__(self, me: tuple[str, int, str | None], peers: Iterable[tuple[str, int, str | None]] = ()) -> None:
+        everyone = {(host, port): rack for host, port, rack in peers}
+        everyone[me[:2]] = me[2]
+        ordered = sorted(everyone)
+        self.nodes: tuple[ProxyNode, ...] = tuple(
+            ProxyNode(index, host, port, everyone[(host, port)]) for index, (host, port) in enumerate(ordered)
+        )
+        self.me = next(node for node in self.nodes if (node.host, node.port) == me[:2])
+        self._up: frozenset[int] = frozenset(node.node_id for node in self.nodes)
+
+    def up(self) -> tuple[ProxyNode, ...]:
+        """The nodes believed up, this one always among them, in node id order."""
+        return tuple(node for node in self.nodes if node.node_id in self._up or node is self.me)
+
+    def set_up(self, node_ids: Iterable[int]) -> bool:
+        """Replace the set of up nodes; whether it changed."""
+        up = frozenset(node_ids) | {self.me.node_id}
+        changed = up != self._up
+        self._up = up
+        return changed
+
+    def pick(self, key: bytes, rack: str | None = None) -> ProxyNode:
+        """The up node that answers for ``key``: the same on every node that sees the same up set."""
+        return _pick(self.up(), key, rack)
+
+    def spread(self, key: bytes, count: int, rack: str | None = None) -> tuple[ProxyNode, ...]:
+        """``count`` distinct up nodes (at most all of them) starting at :meth:`pick`'s, in node order."""
+        up = self.up()
+        first = _pick(up, key, rack)
+        start = up.index(first)
+        rotated = up[start:] + up[:start]
+        return rotated[: max(0, min(count, len(rotated)))]
+
+
+def _pick(candidates: Sequence[ProxyNode], key: bytes, rack: str | None) -> ProxyNode:
+    in_rack = [node for node in candidates if rack is not None and node.rack == rack]
+    pool = in_rack or list(candidates)
+    return pool[zlib.crc32(key) % len(pool)]

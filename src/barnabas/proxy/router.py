@@ -1,0 +1,580 @@
+"""One client request in, one answer out: route it, relay or split it, rewrite what comes back.
+
+Requests whose answers need nothing rewritten travel as bytes: the client's frame is relayed under
+the broker connection's correlation id and the broker's answer goes back under the client's, with
+no decoding (Kroxylicious' "decode predicate"; shotover decodes more). Only what must be looked
+into is decoded: the group id of a group request, the partitions of a partitioned one that spans
+several leaders, and the answers that carry node ids (Metadata, FindCoordinator, DescribeCluster,
+Produce and Fetch from the versions with KIP-951 fields).
+
+A broker that cannot be reached, or answers that it no longer leads, makes the proxy read the
+cluster's metadata again; the client gets the retriable error Kafka would give
+(NOT_LEADER_OR_FOLLOWER, COORDINATOR_NOT_AVAILABLE, a broker's own answer), never a hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import logging
+import struct
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from typing import Any
+
+from kio.static.primitive import i32Timedelta
+
+from barnabas.client import BrokerConnectionError, KafkaClient
+from barnabas.protocol import (
+    ErrorCode,
+    ProduceRequestData,
+    Request,
+    decode_request,
+    decode_response,
+    encode_api_versions_error,
+    encode_request,
+    encode_response,
+    make,
+    peek_header,
+    request_class,
+    response_class,
+)
+
+from .cluster_view import BrokerAddress, ClusterView, NoBrokerError
+from .links import BrokerLinks
+from .nodes import ProxyNodes
+from .rewrite import (
+    rewrite_describe_cluster,
+    rewrite_fetch,
+    rewrite_find_coordinator,
+    rewrite_metadata,
+    rewrite_produce,
+)
+from .routes import INTERNAL, ROUTES, UNDERSTOOD, Route, api_name
+from .split import PARTITIONED, Partitioned, merge, split
+from .turns import Turn
+
+__all__ = ["Answer", "CloseConnectionError", "Router"]
+
+log = logging.getLogger(__name__)
+
+#: A response frame, as one buffer or parts to write in order; None for a request not answered.
+Answer = bytes | list[bytes | memoryview] | None
+
+PRODUCE, FETCH, METADATA, OFFSET_FETCH, FIND_COORDINATOR = 0, 1, 3, 9, 10
+DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS, DELETE_GROUPS = 15, 16, 18, 42
+DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER = 35, 60
+GROUP_KEY = 0
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+NO_THROTTLE = datetime.timedelta(0)
+#: Produce and Fetch answers carry node ids to rewrite from these versions (KIP-951, KIP-392).
+_REWRITTEN_FROM = {PRODUCE: 10, FETCH: 11}
+_STALE = {
+    ErrorCode.not_leader_or_follower,
+    ErrorCode.leader_not_available,
+    ErrorCode.fenced_leader_epoch,
+    ErrorCode.unknown_leader_epoch,
+    ErrorCode.unknown_topic_or_partition,
+}
+_NOT_COORDINATOR = {ErrorCode.not_coordinator, ErrorCode.coordinator_not_available}
+
+
+class CloseConnectionError(Exception):
+    """The request must not be answered: close the client's connection (the message says why)."""
+
+
+class Router:
+    def __init__(
+        self, view: ClusterView, links: BrokerLinks, nodes: ProxyNodes, rack: str | None, fetch_timeout_s: float
+    ) -> None:
+        self.view = view
+        self.links = links
+        self.nodes = nodes
+        self.rack = rack
+        self.fetch_timeout_s = fetch_timeout_s
+        #: api_key -> (min, max) advertised: what the proxy understands and every broker serves.
+        self.advertised: dict[int, tuple[int, int]] = {}
+
+    def learn_versions(self, per_broker: Sequence[Mapping[int, tuple[int, int]]]) -> None:
+        """Advertise, per API, what the proxy understands and every broker serves."""
+        advertised = {}
+        for api_key, understood in UNDERSTOOD.items():
+            if api_key == API_VERSIONS:
+                continue  # answered by the proxy itself
+            low, high = understood
+            for ranges in per_broker:
+                broker_low, broker_high = ranges.get(api_key, (0, -1))
+                low, high = max(low, broker_low), min(high, broker_high)
+            if low <= high:
+                advertised[api_key] = (low, high)
+        self.advertised = advertised
+
+    # -- entry point -----------------------------------------------------------------------------
+
+    async def handle(self, frame: bytes | memoryview, turn: Turn) -> Answer:
+        """The answer to one request frame (its payload after the size prefix).
+
+        Broker requests are written in ``turn``, after the connection's earlier requests'; the
+        caller ends the turn once this returns or raises, whether or not anything was written.
+
+        Raises:
+            CloseConnectionError: an internal API, an unknown API or version, bytes that do not
+                decode, or no broker to send it to.
+        """
+        api_key, version, correlation_id = peek_header(frame)
+        if api_key in INTERNAL:
+            raise CloseConnectionError(f"broker-internal {INTERNAL[api_key]} refused")
+        if api_key == API_VERSIONS:
+            return self._api_versions(version, correlation_id)
+        advertised = self.advertised.get(api_key)
+        if advertised is None or not advertised[0] <= version <= advertised[1]:
+            raise CloseConnectionError(f"{api_name(api_key)} v{version} is not served")
+        route = ROUTES[api_key][1]
+        if route is Route.PARTITIONS:
+            return await self._partitions(turn, frame, api_key, version, correlation_id)
+        if route is Route.GROUP or (api_key == OFFSET_FETCH and version < 8):
+            return await self._group(turn, frame, api_key, version, correlation_id)
+        if route is Route.GROUPS:
+            return await self._groups(turn, frame, api_key, version, correlation_id)
+        if route is Route.FIND_COORDINATOR:
+            return await self._find_coordinator(turn, frame, version, correlation_id)
+        if route is Route.CONTROLLER:
+            return await self._relay_to(turn, await self._controller(), frame, correlation_id)
+        if route is Route.FAN_OUT:
+            return await self._fan_out(turn, frame, api_key, version, correlation_id)
+        if api_key == METADATA:
+            await self._refresh()  # a client asking may have found the view stale: so may the proxy's
+            return await self._rewritten(turn, frame, rewrite_metadata)
+        if api_key == DESCRIBE_CLUSTER:
+            return await self._rewritten(turn, frame, rewrite_describe_cluster)
+        return await self._relay_to(turn, await self._any_broker(), frame, correlation_id)
+
+    def _api_versions(self, version: int, correlation_id: int) -> bytes:
+        low, high = UNDERSTOOD[API_VERSIONS]
+        if not low <= version <= high:
+            return encode_api_versions_error(correlation_id, ErrorCode.unsupported_version, low, high)
+        versions = {**self.advertised, API_VERSIONS: (low, high)}
+        api_version_cls = response_class(API_VERSIONS, version, "ApiVersion")
+        keys = tuple(
+            make(api_version_cls, api_key=key, min_version=lo, max_version=hi)
+            for key, (lo, hi) in sorted(versions.items())
+        )
+        response = make(
+            response_class(API_VERSIONS, version), error_code=ErrorCode.none, api_keys=keys, throttle_time=NO_THROTTLE
+        )
+        return encode_response(correlation_id, response)
+
+    # -- sending ---------------------------------------------------------------------------------
+
+    async def _relay(
+        self, turn: Turn, broker: BrokerAddress, frame: bytes | memoryview, *, expect: bool = True
+    ) -> bytes | None:
+        """Relay ``frame`` to ``broker`` in ``turn``: its answer, the connection's correlation id first.
+
+        Raises:
+            BrokerConnectionError: the broker cannot be reached (the view is refreshed soon).
+        """
+        try:
+            client = await self.links.get(broker.address)
+            await turn.wait()
+            pending = client.relay_nowait(frame, expect_response=expect, timeout_s=self._timeout(frame))
+            turn.end()
+            return await pending
+        except BrokerConnectionError:
+            self._broker_failed(broker)
+            raise
+
+    async def _exchange_all(self, turn: Turn, calls: Sequence[tuple[BrokerAddress, int, int, Any]]) -> list[Any]:
+        """kio requests to several brokers, all written in ``turn``; each response, or its BrokerConnectionError."""
+        clients: list[KafkaClient | BrokerConnectionError] = []
+        for broker, *_ in calls:
+            try:
+                clients.append(await self.links.get(broker.address))
+            except BrokerConnectionError as exc:
+                clients.append(exc)
+        await turn.wait()
+        pending: list[Awaitable[Any]] = []
+        for client, (_, api_key, version, body) in zip(clients, calls, strict=True):
+            try:
+                if isinstance(client, BrokerConnectionError):
+                    raise client
+                timeout = self.fetch_timeout_s if api_key == FETCH else None
+                pending.append(client.request_nowait(api_key, version, body, timeout_s=timeout))
+            except BrokerConnectionError as exc:
+                pending.append(_failed(exc))
+        turn.end()
+        results = list(await asyncio.gather(*pending, return_exceptions=True))
+        for (broker, *_), result in zip(calls, results, strict=True):
+            if isinstance(result, BrokerConnectionError):
+                self._broker_failed(broker)
+            elif isinstance(result, BaseException):
+                raise result
+        return results
+
+    async def _ask(self, broker: BrokerAddress, api_key: int, version: int, body: Any) -> Any:
+        """The proxy's own request, outside any client's turn: the decoded response."""
+        client = await self.links.get(broker.address)
+        return await client.request(api_key, version, body)
+
+    def _timeout(self, frame: bytes | memoryview) -> float | None:
+        return self.fetch_timeout_s if _INT16.unpack_from(frame, 0)[0] == FETCH else None
+
+    def _broker_failed(self, broker: BrokerAddress) -> None:
+        self.links.drop(broker.address)
+        self._refresh_soon()
+
+    async def _relay_to(
+        self, turn: Turn, broker: BrokerAddress | None, frame: bytes | memoryview, correlation_id: int
+    ) -> Answer:
+        """Relay to ``broker`` (any broker when None) and pass its answer back unchanged."""
+        payload = await self._relay_or_close(turn, broker or await self._any_broker(), frame)
+        return _client_answer(payload, correlation_id)
+
+    async def _relay_or_close(self, turn: Turn, broker: BrokerAddress, frame: bytes | memoryview) -> bytes:
+        """The broker's answer; a broker that cannot be reached closes the client's connection.
+
+        Kafka's clients take a closed connection as a retriable network error: they refresh their
+        metadata (through the proxy, which refreshes its own view) and send again.
+        """
+        try:
+            payload = await self._relay(turn, broker, frame)
+        except BrokerConnectionError as exc:
+            raise CloseConnectionError(f"broker unreachable: {exc}") from None
+        assert payload is not None
+        return payload
+
+    # -- the view ----------------------------------------------------------------------------------
+
+    async def _any_broker(self) -> BrokerAddress:
+        broker = self.view.any_broker(self.rack)
+        if broker is None:
+            await self._refresh()
+            broker = self.view.any_broker(self.rack)
+        if broker is None:
+            raise CloseConnectionError("no broker is reachable")
+        return broker
+
+    async def _controller(self) -> BrokerAddress | None:
+        controller = self.view.brokers.get(self.view.controller_id)
+        if controller is None:
+            await self._refresh()
+            controller = self.view.brokers.get(self.view.controller_id)
+        return controller
+
+    async def _refresh(self) -> None:
+        try:
+            await self.view.refresh()
+        except NoBrokerError as exc:
+            log.warning("%s", exc)
+
+    def _refresh_soon(self) -> None:
+        task = asyncio.get_running_loop().create_task(self._refresh())
+        _BACKGROUND.add(task)
+        task.add_done_callback(_BACKGROUND.discard)
+
+    # -- answers rewritten -----------------------------------------------------------------------
+
+    async def _rewritten(
+        self, turn: Turn, frame: bytes | memoryview, rewrite: Callable[[Any, int, ClusterView, ProxyNodes], Any]
+    ) -> Answer:
+        api_key, version, correlation_id = peek_header(frame)
+        payload = await self._relay_or_close(turn, await self._any_broker(), frame)
+        _, response = decode_response(api_key, version, payload)
+        return encode_response(correlation_id, rewrite(response, version, self.view, self.nodes))
+
+    async def _find_coordinator(
+        self, turn: Turn, frame: bytes | memoryview, version: int, correlation_id: int
+    ) -> Answer:
+        body = _decode(frame).body
+        keys = list(body.coordinator_keys) if version >= 4 else [body.key]
+        key_type = int(body.key_type) if version >= 1 else GROUP_KEY
+        payload = await self._relay_or_close(turn, await self._any_broker(), frame)
+        _, response = decode_response(FIND_COORDINATOR, version, payload)
+        rewritten = rewrite_find_coordinator(response, version, self.view, self.nodes, key_type=key_type, keys=keys)
+        return encode_response(correlation_id, rewritten)
+
+    # -- groups ----------------------------------------------------------------------------------
+
+    async def _coordinator(self, group_id: str) -> BrokerAddress | None:
+        """The broker coordinating ``group_id``: as last answered, else asked now (None: not known)."""
+        broker_id = self.view.coordinators.get((GROUP_KEY, group_id))
+        if broker_id is not None and broker_id in self.view.brokers:
+            return self.view.brokers[broker_id]
+        broker = await self._any_broker()
+        body = request_class(FIND_COORDINATOR, 3)(key=group_id, key_type=GROUP_KEY)
+        try:
+            response = await self._ask(broker, FIND_COORDINATOR, 3, body)
+        except BrokerConnectionError:
+            self._broker_failed(broker)
+            return None
+        if response.error_code != ErrorCode.none:
+            return None
+        broker_id = int(response.node_id)
+        self.view.coordinators[(GROUP_KEY, group_id)] = broker_id
+        if broker_id not in self.view.brokers:
+            await self._refresh()
+        return self.view.brokers.get(broker_id)
+
+    async def _group(
+        self, turn: Turn, frame: bytes | memoryview, api_key: int, version: int, correlation_id: int
+    ) -> Answer:
+        """A request of one group, to its coordinator (else any broker, which answers the group error itself)."""
+        group_id = str(_decode(frame).body.group_id)
+        coordinator = await self._coordinator(group_id)
+        try:
+            payload = await self._relay_or_close(turn, coordinator or await self._any_broker(), frame)
+        except CloseConnectionError:
+            self.view.forget_coordinator(GROUP_KEY, group_id)
+            raise
+        _, response = decode_response(api_key, version, payload)
+        if getattr(response, "error_code", ErrorCode.none) in _NOT_COORDINATOR:
+            self.view.forget_coordinator(GROUP_KEY, group_id)
+        return _client_answer(payload, correlation_id)
+
+    async def _groups(
+        self, turn: Turn, frame: bytes | memoryview, api_key: int, version: int, correlation_id: int
+    ) -> Answer:
+        """DescribeGroups, DeleteGroups, OffsetFetch v8+: each group to its coordinator, answers merged."""
+        body = _decode(frame).body
+        batch = _GROUP_BATCHES[api_key]
+        entries = tuple(getattr(body, batch.request_field))
+        ids = [batch.request_id(entry) for entry in entries]
+        where: dict[str, BrokerAddress] = {}
+        for group_id in dict.fromkeys(ids):
+            where[group_id] = await self._coordinator(group_id) or await self._any_broker()
+        destinations = list(dict.fromkeys(where.values()))
+        if len(destinations) == 1:
+            return await self._relay_to(turn, destinations[0], frame, correlation_id)
+        calls = [
+            (broker, api_key, version, dataclasses.replace(body, **{
+                batch.request_field: tuple(e for e in entries if where[batch.request_id(e)] == broker)
+            }))
+            for broker in destinations
+        ]  # fmt: skip
+        answers: dict[str, Any] = {}
+        for result in await self._exchange_all(turn, calls):
+            if isinstance(result, BaseException):
+                continue
+            for entry in getattr(result, batch.response_field):
+                group_id = batch.response_id(entry)
+                answers[group_id] = entry
+                if getattr(entry, "error_code", ErrorCode.none) in _NOT_COORDINATOR:
+                    self.view.forget_coordinator(GROUP_KEY, group_id)
+        entity_cls = response_class(api_key, version, batch.response_entity)
+        merged = tuple(
+            answers.get(g) or make(entity_cls, error_code=ErrorCode.coordinator_not_available, **batch.empty(g))
+            for g in ids
+        )
+        response = make(response_class(api_key, version), throttle_time=NO_THROTTLE, **{batch.response_field: merged})
+        return encode_response(correlation_id, response)
+
+    # -- fan-out ---------------------------------------------------------------------------------
+
+    async def _fan_out(
+        self, turn: Turn, frame: bytes | memoryview, api_key: int, version: int, correlation_id: int
+    ) -> Answer:
+        """ListGroups, DescribeLogDirs: every broker's answer, merged."""
+        body = _decode(frame).body
+        if not self.view.brokers:
+            await self._refresh()
+        calls = [(broker, api_key, version, body) for broker in self.view.brokers.values()]
+        responses = [r for r in await self._exchange_all(turn, calls) if not isinstance(r, BaseException)]
+        if not responses:
+            raise CloseConnectionError("no broker answered")
+        changes: dict[str, Any] = {}
+        code = next(
+            (r.error_code for r in responses if getattr(r, "error_code", ErrorCode.none) != ErrorCode.none), None
+        )
+        if code is not None:
+            changes["error_code"] = code
+        if api_key == LIST_GROUPS:
+            listed: dict[str, Any] = {}
+            for r in responses:
+                for group in r.groups:
+                    listed.setdefault(group.group_id, group)
+            changes["groups"] = tuple(listed.values())
+        elif api_key == DESCRIBE_LOG_DIRS:
+            changes["results"] = tuple(result for r in responses for result in r.results)
+        return encode_response(correlation_id, dataclasses.replace(responses[0], **changes))
+
+    # -- partitions ------------------------------------------------------------------------------
+
+    async def _partitions(
+        self, turn: Turn, frame: bytes | memoryview, api_key: int, version: int, correlation_id: int
+    ) -> Answer:
+        """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords: to each partition's leader."""
+        request = _decode(frame)
+        body = request.body
+        if api_key == FETCH and _replica_id(body) >= 0:
+            raise CloseConnectionError("replica fetches are broker-internal")
+        spec = PARTITIONED[api_key]
+        placement = await self._place_all(body, spec)
+        leaders = {b.broker_id: b for b in placement.values() if b is not None}
+        acks = body.acks if isinstance(body, ProduceRequestData) else None
+        whole = len(leaders) == 1 and None not in placement.values()
+        if whole and not (api_key in (PRODUCE, FETCH) and version >= _REWRITTEN_FROM[api_key]):
+            (broker,) = leaders.values()
+            return await self._relay_whole(turn, broker, frame, correlation_id, expect=acks != 0)
+        entity = _as_entity(body, version) if isinstance(body, ProduceRequestData) else body
+        requests, unplaced = split(spec, entity, lambda topic, index: _broker_id(placement.get((topic, index))))
+        failed = dict.fromkeys(unplaced, ErrorCode.not_leader_or_follower)
+        calls = [(leaders[int(str(broker_id))], api_key, version, sub) for broker_id, sub in requests.items()]
+        if acks == 0:
+            await self._send_only(turn, request, calls)
+            return None
+        answers = []
+        for (_, _, _, sub), result in zip(calls, await self._exchange_all(turn, calls), strict=True):
+            if isinstance(result, BaseException):
+                for topic in getattr(sub, spec.topics):
+                    for p in getattr(topic, spec.partitions):
+                        failed[(getattr(topic, spec.topic), int(getattr(p, spec.index)))] = (
+                            ErrorCode.not_leader_or_follower
+                        )
+                continue
+            answers.append(result)
+            if _has_stale_partition(spec.response_topics, spec.response_partitions, result):
+                self._refresh_soon()
+        merged = merge(spec, version, entity, answers, failed)
+        if api_key == PRODUCE:
+            merged = rewrite_produce(merged, version, self.view, self.nodes)
+        elif api_key == FETCH:
+            merged = rewrite_fetch(merged, version, self.view, self.nodes, lambda topic: topic.topic)
+        return encode_response(correlation_id, merged)
+
+    async def _relay_whole(
+        self, turn: Turn, broker: BrokerAddress, frame: bytes | memoryview, correlation_id: int, *, expect: bool
+    ) -> Answer:
+        """Every partition has one leader: relay the request as it came and its answer as it goes."""
+        try:
+            payload = await self._relay(turn, broker, frame, expect=expect)
+        except BrokerConnectionError:
+            return self._all_failed(frame) if expect else None
+        return None if payload is None else _client_answer(payload, correlation_id)
+
+    def _all_failed(self, frame: bytes | memoryview) -> bytes:
+        """Every partition of the request answered NOT_LEADER_OR_FOLLOWER: its leader is unreachable."""
+        api_key, version, correlation_id = peek_header(frame)
+        body = _decode(frame).body
+        entity = _as_entity(body, version) if isinstance(body, ProduceRequestData) else body
+        return encode_response(correlation_id, merge(PARTITIONED[api_key], version, entity, [], {}))
+
+    async def _send_only(
+        self, turn: Turn, request: Request, calls: Sequence[tuple[BrokerAddress, int, int, Any]]
+    ) -> None:
+        """acks=0: write each broker's part and expect nothing back."""
+        frames = []
+        for broker, api_key, version, sub in calls:
+            encoded = encode_request(api_key, version, 0, request.header.client_id, sub)
+            try:
+                frames.append((broker, await self.links.get(broker.address), memoryview(encoded)[4:]))
+            except BrokerConnectionError:
+                self._broker_failed(broker)
+        await turn.wait()
+        for broker, client, encoded_frame in frames:
+            try:
+                client.relay_nowait(encoded_frame, expect_response=False)
+            except BrokerConnectionError:
+                self._broker_failed(broker)
+        turn.end()
+
+    async def _place_all(self, body: Any, spec: Partitioned) -> dict[tuple[Any, int], BrokerAddress | None]:
+        """Each (topic, partition) of the request and its leader (None: not known even after a refresh)."""
+
+        def place() -> dict[tuple[Any, int], BrokerAddress | None]:
+            placement: dict[tuple[Any, int], BrokerAddress | None] = {}
+            for topic in getattr(body, spec.topics):
+                name = getattr(topic, spec.topic)
+                for partition in getattr(topic, spec.partitions):
+                    index = int(getattr(partition, spec.index))
+                    placement[(name, index)] = self.view.leader(name, index)
+            return placement
+
+        placement = place()
+        if None in placement.values():
+            await self._refresh()
+            placement = place()
+        return placement
+
+
+_BACKGROUND: set[asyncio.Task[None]] = set()
+
+
+def _broker_id(broker: BrokerAddress | None) -> Hashable | None:
+    return None if broker is None else broker.broker_id
+
+
+def _client_answer(payload: bytes, correlation_id: int) -> list[bytes | memoryview]:
+    """A broker's answer under the client's correlation id (the payload itself is not copied)."""
+    return [_INT32.pack(len(payload)), _INT32.pack(correlation_id), memoryview(payload)[4:]]
+
+
+async def _failed(exc: BaseException) -> Any:
+    raise exc
+
+
+def _decode(frame: bytes | memoryview) -> Request:
+    try:
+        return decode_request(frame)
+    except Exception as exc:
+        raise CloseConnectionError(f"request does not decode: {exc}") from None
+
+
+def _replica_id(fetch: Any) -> int:
+    state = getattr(fetch, "replica_state", None)
+    if state is not None and int(state.replica_id) >= 0:
+        return int(state.replica_id)
+    return int(getattr(fetch, "replica_id", -1))
+
+
+def _has_stale_partition(topics_field: str, partitions_field: str, response: Any) -> bool:
+    return any(p.error_code in _STALE for t in getattr(response, topics_field) for p in getattr(t, partitions_field))
+
+
+def _as_entity(data: ProduceRequestData, version: int) -> Any:
+    """The proxy's Produce decoding (record views) as the kio entity of ``version`` (records copied)."""
+    cls = request_class(PRODUCE, version)
+    topic_cls = request_class(PRODUCE, version, "TopicProduceData")
+    partition_cls = request_class(PRODUCE, version, "PartitionProduceData")
+    return cls(
+        transactional_id=data.transactional_id,
+        acks=data.acks,
+        timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=data.timeout_ms)),
+        topic_data=tuple(
+            topic_cls(
+                name=t.name,
+                partition_data=tuple(
+                    partition_cls(index=p.index, records=None if p.records is None else bytes(p.records))
+                    for p in t.partition_data
+                ),
+            )
+            for t in data.topic_data
+        ),
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _GroupBatch:
+    request_field: str
+    request_id: Callable[[Any], str]
+    response_field: str
+    response_entity: str
+    response_id: Callable[[Any], str]
+    empty: Callable[[str], dict[str, Any]]
+
+
+_GROUP_BATCHES = {
+    DESCRIBE_GROUPS: _GroupBatch(
+        "groups", str, "groups", "DescribedGroup", lambda g: str(g.group_id),
+        lambda g: {"group_id": g, "group_state": "", "protocol_type": "", "protocol_data": "", "members": (),
+                   "authorized_operations": -(2**31)},
+    ),
+    DELETE_GROUPS: _GroupBatch(
+        "groups_names", str, "results", "DeletableGroupResult", lambda g: str(g.group_id),
+        lambda g: {"group_id": g},
+    ),
+    OFFSET_FETCH: _GroupBatch(
+        "groups", lambda g: str(g.group_id), "groups", "OffsetFetchResponseGroup", lambda g: str(g.group_id),
+        lambda g: {"group_id": g, "topics": ()},
+    ),
+}  # fmt: skip

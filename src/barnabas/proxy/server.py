@@ -1,0 +1,187 @@
+"""A proxy node's life: read the cluster, listen, relay, keep its view and its peers fresh, drain, stop.
+
+Start-up reads the cluster's metadata and every broker's API versions through the bootstrap
+servers before it listens, so the first client already gets a complete answer; a cluster that
+cannot be reached stops the proxy with a one-line reason. Stopping (SIGTERM) closes the listener,
+lets every client connection finish the requests it has sent (at most ``proxy.drain.timeout.ms``),
+then closes them and the broker connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+
+from barnabas.client import BrokerConnectionError
+from barnabas.config import ConfigError, ProxyConfig
+
+from .cluster_view import ClusterView, NoBrokerError
+from .links import BrokerLinks
+from .nodes import ProxyNodes, parse_node_address
+from .router import Router
+from .session import ClientSession
+
+__all__ = ["Proxy"]
+
+log = logging.getLogger(__name__)
+
+
+class Proxy:
+    def __init__(self, config: ProxyConfig) -> None:
+        self.config = config
+        self.links = BrokerLinks(
+            client_id="barnabas-proxy",
+            connect_timeout_s=int(config["socket.connection.setup.timeout.ms"]) / 1000,
+            request_timeout_s=int(config["request.timeout.ms"]) / 1000,
+        )
+        self.view = ClusterView(config.bootstrap, self.links)
+        self.nodes: ProxyNodes | None = None
+        self.router: Router | None = None
+        self.sessions: set[ClientSession] = set()
+        self._server: asyncio.Server | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = asyncio.Event()
+
+    async def start(self) -> tuple[str, int]:
+        """Read the cluster and start listening; the advertised (host, port).
+
+        Raises:
+            ConfigError: the cluster cannot be reached, or a setting is unusable.
+            OSError: the listener cannot be bound.
+        """
+        try:
+            return await self._start()
+        except BaseException:
+            await self._release()
+            raise
+
+    async def _start(self) -> tuple[str, int]:
+        config = self.config
+        try:
+            await self.view.refresh()
+            versions = [await (await self.links.get(b.address)).api_versions() for b in self.view.brokers.values()]
+        except (NoBrokerError, BrokerConnectionError) as exc:
+            raise ConfigError(
+                f"cannot read the cluster through {', '.join(config['bootstrap.servers'])}: {exc}"
+            ) from None
+        listener = config.listener
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._new_session, host=listener.host or None, port=listener.port, reuse_address=True, start_serving=False
+        )
+        bound_port = int(self._server.sockets[0].getsockname()[1])
+        host, port = self._advertised(bound_port)
+        try:
+            peers = [parse_node_address(text) for text in config["proxy.peers"]]
+        except ValueError as exc:
+            raise ConfigError(f"proxy.peers: {exc}") from None
+        self.nodes = ProxyNodes((host, port, config["broker.rack"]), peers)
+        self.router = Router(
+            self.view, self.links, self.nodes, config["broker.rack"], int(config["request.timeout.ms"]) / 1000
+        )
+        self.router.learn_versions(versions)
+        await self._server.start_serving()
+        self._tasks = [
+            loop.create_task(self._refresh_forever(), name="proxy metadata refresh"),
+            loop.create_task(self._probe_peers_forever(), name="proxy peer probes"),
+        ]
+        log.info(
+            "proxy node %d listening on %s:%d, advertised as %s:%d, in front of %d brokers of cluster %s; "
+            "%d proxy nodes",
+            self.nodes.me.node_id, listener.host or "*", bound_port, host, port, len(self.view.brokers),
+            self.view.cluster_id, len(self.nodes.nodes),
+        )  # fmt: skip
+        return host, port
+
+    @property
+    def bound_port(self) -> int:
+        """The port the listener is bound to (the one picked when the listener says port 0)."""
+        if self._server is None or not self._server.sockets:
+            raise RuntimeError("the proxy is not listening")
+        return int(self._server.sockets[0].getsockname()[1])
+
+    def _new_session(self) -> ClientSession:
+        assert self.router is not None
+        return ClientSession(
+            self.router,
+            self.sessions,
+            max_frame=int(self.config["socket.request.max.bytes"]),
+            max_in_flight=int(self.config["max.in.flight.requests.per.connection"]),
+        )
+
+    def _advertised(self, bound_port: int) -> tuple[str, int]:
+        advertised = self.config.advertised
+        if advertised is not None:
+            return advertised.host or socket.getfqdn(), advertised.port
+        host = self.config.listener.host
+        return (host if host not in ("", "0.0.0.0", "::") else socket.getfqdn()), bound_port
+
+    async def _refresh_forever(self) -> None:
+        interval_s = int(self.config["metadata.max.age.ms"]) / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.view.refresh()
+            except NoBrokerError as exc:
+                log.warning("%s", exc)
+
+    async def _probe_peers_forever(self) -> None:
+        """Mark the other proxy nodes up or down by whether they accept a connection."""
+        assert self.nodes is not None
+        nodes = self.nodes
+        interval_s = int(self.config["proxy.peer.probe.interval.ms"]) / 1000
+        others = [n for n in nodes.nodes if n is not nodes.me]
+        while others:
+            results = await asyncio.gather(*(_accepts(n.host, n.port, interval_s) for n in others))
+            up = [n.node_id for n, ok in zip(others, results, strict=True) if ok]
+            if nodes.set_up(up):
+                log.info("proxy nodes up: %s", ", ".join(str(n.node_id) for n in nodes.up()))
+            await asyncio.sleep(interval_s)
+
+    async def stop(self) -> None:
+        """Stop listening, let clients' requests in flight finish (bounded), close everything."""
+        if self._server is not None:
+            self._server.close()
+        for session in list(self.sessions):
+            session.stop_reading()
+        drain_s = int(self.config["proxy.drain.timeout.ms"]) / 1000
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(drain_s):
+                for session in list(self.sessions):
+                    await session.idle.wait()
+        for session in list(self.sessions):
+            session.abort()
+        await self._release()
+        log.info("proxy stopped")
+        self._stopped.set()
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    async def _release(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(5):
+                    await self._server.wait_closed()
+        await self.links.close()
+
+
+async def _accepts(host: str, port: int, timeout_s: float) -> bool:
+    try:
+        async with asyncio.timeout(timeout_s):
+            _, writer = await asyncio.open_connection(host, port)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True

@@ -1,0 +1,167 @@
+"""One client connection to the proxy: frames in, answers out in request order.
+
+Requests are handled concurrently (each in its own task, each broker request written in the
+connection's send order, see ``turns``), and answered in the order they arrived, Kafka's promise
+per connection. Reading pauses while ``max_in_flight`` requests are unanswered. A request the
+proxy must not answer (a broker-internal API, bytes that do not decode) closes the connection
+with a log line, as a broker does; answers already due are written first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from typing import cast
+
+from barnabas.protocol import NEED_DATA, FrameReader, ProtocolError
+
+from .router import Answer, CloseConnectionError, Router
+from .turns import TurnChain
+
+__all__ = ["ClientSession"]
+
+log = logging.getLogger(__name__)
+
+
+class ClientSession(asyncio.Protocol):
+    def __init__(self, router: Router, sessions: set[ClientSession], *, max_frame: int, max_in_flight: int) -> None:
+        self._router = router
+        self._sessions = sessions
+        self._frames = FrameReader(max_frame)
+        self._max_in_flight = max_in_flight
+        self._transport: asyncio.Transport | None = None
+        self._peer = "?"
+        self._turns = TurnChain()
+        self._answers: collections.deque[asyncio.Task[Answer]] = collections.deque()
+        self._writer: asyncio.Task[None] | None = None
+        self._reading_paused = False
+        #: No more requests will be read (end of stream, a broken frame, the proxy stopping).
+        self._ending = False
+        self._closing = False
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    # -- asyncio callbacks ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self._sessions.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        self._frames.receive_data(data)
+        self._read_frames()
+
+    def eof_received(self) -> bool:
+        self._frames.receive_data(b"")
+        self._read_frames()
+        return True  # keep our side open until the answers due are written
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        for task in self._answers:
+            task.cancel()
+        self._answers.clear()
+        if self._writer is not None:
+            self._writer.cancel()
+        self._sessions.discard(self)
+        self.idle.set()
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _read_frames(self) -> None:
+        while not self._closing and not self._ending:
+            try:
+                frame = self._frames.next_frame()
+            except ProtocolError as exc:
+                self._close_after_answers(str(exc))
+                return
+            if frame is NEED_DATA:
+                if self._frames.ended:
+                    self._close_after_answers(None)
+                return
+            self._start(frame)
+
+    def _start(self, frame: bytes | memoryview) -> None:
+        turn = self._turns.next()
+
+        async def handle() -> Answer:
+            try:
+                return await self._router.handle(frame, turn)
+            finally:
+                turn.end()
+
+        self._answers.append(asyncio.get_running_loop().create_task(handle()))
+        self.idle.clear()
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write_answers())
+        if len(self._answers) >= self._max_in_flight and self._transport is not None and not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    async def _write_answers(self) -> None:
+        while self._answers and not self._closing:
+            task = self._answers[0]
+            try:
+                answer = await task
+            except CloseConnectionError as exc:
+                self._close(str(exc))
+                return
+            except Exception:
+                log.exception("client %s: a request failed in the proxy", self._peer)
+                self._close("internal error")
+                return
+            self._answers.popleft()
+            self._write(answer)
+            if (
+                self._reading_paused
+                and not self._ending
+                and len(self._answers) < self._max_in_flight
+                and self._transport
+            ):
+                self._reading_paused = False
+                self._transport.resume_reading()
+        if not self._answers:
+            self.idle.set()
+            if self._ending:
+                self._close(None)
+
+    def _write(self, answer: Answer) -> None:
+        if self._transport is None or answer is None:
+            return
+        if isinstance(answer, bytes):
+            self._transport.write(answer)
+        else:
+            self._transport.writelines(answer)
+
+    # -- closing ---------------------------------------------------------------------------------
+
+    def _close_after_answers(self, reason: str | None) -> None:
+        """Stop reading; close once the answers due are written (at once if none are)."""
+        if reason is not None:
+            log.warning("client %s: %s; closing the connection", self._peer, reason)
+        self._ending = True
+        if not self._answers:
+            self._close(None)
+
+    def _close(self, reason: str | None) -> None:
+        if reason is not None:
+            log.warning("client %s: %s; closing the connection", self._peer, reason)
+        self._closing = True
+        if self._transport is not None:
+            self._transport.close()
+
+    def stop_reading(self) -> None:
+        """The proxy is stopping: read no more requests; answer those already read, then close."""
+        if self._transport is not None and not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
+        self._close_after_answers(None)
+
+    def abort(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
