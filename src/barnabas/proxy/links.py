@@ -1,8 +1,11 @@
-"""The proxy's connections to the real brokers: one pipelined connection per broker address.
+"""Connections to the real brokers: one pipelined connection per broker address, per owner.
 
-Every client connection's requests to one broker share that broker's connection (Kafka's
-NetworkClient keeps one per node too); requests are pipelined and answered in order. A
-connection that fails is dropped and the next request opens a new one; concurrent requests
+Each client connection of the proxy has its own set (opened on first use), as a client talking
+to the brokers directly would: a broker serves a connection's requests one at a time, so a
+JoinGroup waiting for a rebalance (or a long-poll Fetch) on a connection shared by several clients
+would hold up everyone else's requests behind it, and could wait forever on a member whose
+requests are stuck there. The proxy's own requests (Metadata, FindCoordinator) use a set of their
+own. A connection that fails is dropped and the next request opens a new one; concurrent requests
 wait for the same connect instead of racing several.
 """
 
@@ -56,6 +59,22 @@ class BrokerLinks:
         )
         self._open[address] = client
         return client
+
+    def sibling(self) -> BrokerLinks:
+        """A new, empty set of connections with the same settings (for another client connection)."""
+        return BrokerLinks(
+            client_id=self.client_id,
+            connect_timeout_s=self.connect_timeout_s,
+            request_timeout_s=self.request_timeout_s,
+        )
+
+    def close_nowait(self) -> None:
+        """Close every connection without waiting (the client connection owning them is gone)."""
+        for task in list(self._connecting.values()):
+            task.cancel()
+        for client in self._open.values():
+            client.close()
+        self._open.clear()
 
     def drop(self, address: Address) -> None:
         """Forget (and close) the connection to ``address``: the broker moved or failed."""

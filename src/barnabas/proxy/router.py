@@ -64,8 +64,10 @@ Answer = bytes | list[bytes | memoryview] | None
 PRODUCE, FETCH, METADATA, OFFSET_FETCH, FIND_COORDINATOR = 0, 1, 3, 9, 10
 DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS, DELETE_GROUPS = 15, 16, 18, 42
 DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER = 35, 60
+JOIN_GROUP, SYNC_GROUP = 11, 14
+#: The longest a SyncGroup may wait for the group leader's assignment (Kafka's default max.poll.interval.ms).
+MAX_REBALANCE_WAIT_S = 300.0
 GROUP_KEY = 0
-_INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 NO_THROTTLE = datetime.timedelta(0)
 #: Produce and Fetch answers carry node ids to rewrite from these versions (KIP-951, KIP-392).
@@ -86,15 +88,21 @@ class CloseConnectionError(Exception):
 
 class Router:
     def __init__(
-        self, view: ClusterView, links: BrokerLinks, nodes: ProxyNodes, rack: str | None, fetch_timeout_s: float
+        self, view: ClusterView, links: BrokerLinks, nodes: ProxyNodes, rack: str | None, request_timeout_s: float
     ) -> None:
         self.view = view
         self.links = links
         self.nodes = nodes
         self.rack = rack
-        self.fetch_timeout_s = fetch_timeout_s
+        self.request_timeout_s = request_timeout_s
         #: api_key -> (min, max) advertised: what the proxy understands and every broker serves.
         self.advertised: dict[int, tuple[int, int]] = {}
+
+    def for_connection(self) -> Router:
+        """A router for one client connection: the same view, nodes and versions, its own broker connections."""
+        router = Router(self.view, self.links.sibling(), self.nodes, self.rack, self.request_timeout_s)
+        router.advertised = self.advertised
+        return router
 
     def learn_versions(self, per_broker: Sequence[Mapping[int, tuple[int, int]]]) -> None:
         """Advertise, per API, what the proxy understands and every broker serves."""
@@ -168,7 +176,13 @@ class Router:
     # -- sending ---------------------------------------------------------------------------------
 
     async def _relay(
-        self, turn: Turn, broker: BrokerAddress, frame: bytes | memoryview, *, expect: bool = True
+        self,
+        turn: Turn,
+        broker: BrokerAddress,
+        frame: bytes | memoryview,
+        *,
+        expect: bool = True,
+        timeout_s: float | None = None,
     ) -> bytes | None:
         """Relay ``frame`` to ``broker`` in ``turn``: its answer, the connection's correlation id first.
 
@@ -178,7 +192,7 @@ class Router:
         try:
             client = await self.links.get(broker.address)
             await turn.wait()
-            pending = client.relay_nowait(frame, expect_response=expect, timeout_s=self._timeout(frame))
+            pending = client.relay_nowait(frame, expect_response=expect, timeout_s=timeout_s)
             turn.end()
             return await pending
         except BrokerConnectionError:
@@ -199,8 +213,8 @@ class Router:
             try:
                 if isinstance(client, BrokerConnectionError):
                     raise client
-                timeout = self.fetch_timeout_s if api_key == FETCH else None
-                pending.append(client.request_nowait(api_key, version, body, timeout_s=timeout))
+                timeout_s = self._timeout_of(api_key, body)
+                pending.append(client.request_nowait(api_key, version, body, timeout_s=timeout_s))
             except BrokerConnectionError as exc:
                 pending.append(_failed(exc))
         turn.end()
@@ -213,12 +227,24 @@ class Router:
         return results
 
     async def _ask(self, broker: BrokerAddress, api_key: int, version: int, body: Any) -> Any:
-        """The proxy's own request, outside any client's turn: the decoded response."""
-        client = await self.links.get(broker.address)
+        """The proxy's own request, outside any client's turn, on the proxy's own connections."""
+        client = await self.view.links.get(broker.address)
         return await client.request(api_key, version, body)
 
-    def _timeout(self, frame: bytes | memoryview) -> float | None:
-        return self.fetch_timeout_s if _INT16.unpack_from(frame, 0)[0] == FETCH else None
+    def _timeout_of(self, api_key: int, body: Any) -> float:
+        """How long a broker may take to answer: ``request.timeout.ms``, plus the wait a request asks for.
+
+        A Fetch may wait ``max_wait``, a JoinGroup its rebalance timeout, a SyncGroup until the
+        leader's assignment arrives (bounded by the same); timing out earlier would break the
+        broker connection every client's requests share.
+        """
+        if api_key == FETCH:
+            return self.request_timeout_s + _seconds(body.max_wait)
+        if api_key == JOIN_GROUP:
+            return self.request_timeout_s + _seconds(getattr(body, "rebalance_timeout", body.session_timeout))
+        if api_key == SYNC_GROUP:
+            return self.request_timeout_s + MAX_REBALANCE_WAIT_S
+        return self.request_timeout_s
 
     def _broker_failed(self, broker: BrokerAddress) -> None:
         self.links.drop(broker.address)
@@ -231,14 +257,16 @@ class Router:
         payload = await self._relay_or_close(turn, broker or await self._any_broker(), frame)
         return _client_answer(payload, correlation_id)
 
-    async def _relay_or_close(self, turn: Turn, broker: BrokerAddress, frame: bytes | memoryview) -> bytes:
+    async def _relay_or_close(
+        self, turn: Turn, broker: BrokerAddress, frame: bytes | memoryview, timeout_s: float | None = None
+    ) -> bytes:
         """The broker's answer; a broker that cannot be reached closes the client's connection.
 
         Kafka's clients take a closed connection as a retriable network error: they refresh their
         metadata (through the proxy, which refreshes its own view) and send again.
         """
         try:
-            payload = await self._relay(turn, broker, frame)
+            payload = await self._relay(turn, broker, frame, timeout_s=timeout_s)
         except BrokerConnectionError as exc:
             raise CloseConnectionError(f"broker unreachable: {exc}") from None
         assert payload is not None
@@ -306,7 +334,8 @@ class Router:
         try:
             response = await self._ask(broker, FIND_COORDINATOR, 3, body)
         except BrokerConnectionError:
-            self._broker_failed(broker)
+            self.view.links.drop(broker.address)
+            self._refresh_soon()
             return None
         if response.error_code != ErrorCode.none:
             return None
@@ -320,10 +349,12 @@ class Router:
         self, turn: Turn, frame: bytes | memoryview, api_key: int, version: int, correlation_id: int
     ) -> Answer:
         """A request of one group, to its coordinator (else any broker, which answers the group error itself)."""
-        group_id = str(_decode(frame).body.group_id)
+        body = _decode(frame).body
+        group_id = str(body.group_id)
         coordinator = await self._coordinator(group_id)
+        timeout_s = self._timeout_of(api_key, body)
         try:
-            payload = await self._relay_or_close(turn, coordinator or await self._any_broker(), frame)
+            payload = await self._relay_or_close(turn, coordinator or await self._any_broker(), frame, timeout_s)
         except CloseConnectionError:
             self.view.forget_coordinator(GROUP_KEY, group_id)
             raise
@@ -415,7 +446,9 @@ class Router:
         whole = len(leaders) == 1 and None not in placement.values()
         if whole and not (api_key in (PRODUCE, FETCH) and version >= _REWRITTEN_FROM[api_key]):
             (broker,) = leaders.values()
-            return await self._relay_whole(turn, broker, frame, correlation_id, expect=acks != 0)
+            return await self._relay_whole(
+                turn, broker, frame, correlation_id, expect=acks != 0, timeout_s=self._timeout_of(api_key, body)
+            )
         entity = _as_entity(body, version) if isinstance(body, ProduceRequestData) else body
         requests, unplaced = split(spec, entity, lambda topic, index: _broker_id(placement.get((topic, index))))
         failed = dict.fromkeys(unplaced, ErrorCode.not_leader_or_follower)
@@ -443,11 +476,18 @@ class Router:
         return encode_response(correlation_id, merged)
 
     async def _relay_whole(
-        self, turn: Turn, broker: BrokerAddress, frame: bytes | memoryview, correlation_id: int, *, expect: bool
+        self,
+        turn: Turn,
+        broker: BrokerAddress,
+        frame: bytes | memoryview,
+        correlation_id: int,
+        *,
+        expect: bool,
+        timeout_s: float,
     ) -> Answer:
         """Every partition has one leader: relay the request as it came and its answer as it goes."""
         try:
-            payload = await self._relay(turn, broker, frame, expect=expect)
+            payload = await self._relay(turn, broker, frame, expect=expect, timeout_s=timeout_s)
         except BrokerConnectionError:
             return self._all_failed(frame) if expect else None
         return None if payload is None else _client_answer(payload, correlation_id)
@@ -498,6 +538,13 @@ class Router:
 
 
 _BACKGROUND: set[asyncio.Task[None]] = set()
+
+
+def _seconds(duration: Any) -> float:
+    """A kio duration (a timedelta; plain milliseconds in the oldest schemas) in seconds."""
+    if isinstance(duration, datetime.timedelta):
+        return duration.total_seconds()
+    return int(duration) / 1000
 
 
 def _broker_id(broker: BrokerAddress | None) -> Hashable | None:

@@ -27,6 +27,9 @@ __all__ = ["Proxy"]
 
 log = logging.getLogger(__name__)
 
+#: Failed probes in a row after which another proxy node counts as down.
+PROBES_TO_FAIL = 2
+
 
 class Proxy:
     def __init__(self, config: ProxyConfig) -> None:
@@ -128,15 +131,21 @@ class Proxy:
                 log.warning("%s", exc)
 
     async def _probe_peers_forever(self) -> None:
-        """Mark the other proxy nodes up or down by whether they accept a connection."""
+        """Mark the other proxy nodes up or down by whether they accept a connection.
+
+        A node is down after ``PROBES_TO_FAIL`` failed probes in a row (one refused connect is not
+        a dead node: it may be starting at the same moment as this one) and up at its first answer.
+        """
         assert self.nodes is not None
         nodes = self.nodes
         interval_s = int(self.config["proxy.peer.probe.interval.ms"]) / 1000
         others = [n for n in nodes.nodes if n is not nodes.me]
+        failures = dict.fromkeys((n.node_id for n in others), 0)
         while others:
             results = await asyncio.gather(*(_accepts(n.host, n.port, interval_s) for n in others))
-            up = [n.node_id for n, ok in zip(others, results, strict=True) if ok]
-            if nodes.set_up(up):
+            for node, answered in zip(others, results, strict=True):
+                failures[node.node_id] = 0 if answered else failures[node.node_id] + 1
+            if nodes.set_up(node_id for node_id, failed in failures.items() if failed < PROBES_TO_FAIL):
                 log.info("proxy nodes up: %s", ", ".join(str(n.node_id) for n in nodes.up()))
             await asyncio.sleep(interval_s)
 

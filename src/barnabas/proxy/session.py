@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 class ClientSession(asyncio.Protocol):
     def __init__(self, router: Router, sessions: set[ClientSession], *, max_frame: int, max_in_flight: int) -> None:
-        self._router = router
+        self._router = router.for_connection()
         self._sessions = sessions
         self._frames = FrameReader(max_frame)
         self._max_in_flight = max_in_flight
@@ -66,6 +66,7 @@ class ClientSession(asyncio.Protocol):
         self._answers.clear()
         if self._writer is not None:
             self._writer.cancel()
+        self._router.links.close_nowait()
         self._sessions.discard(self)
         self.idle.set()
 

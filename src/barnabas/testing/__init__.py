@@ -1,4 +1,4 @@
-"""Real barnabas servers for tests: a process harness, a broker, a broker cluster, and a pytest plugin.
+"""Real barnabas servers for tests: a process harness, a broker, a broker cluster, proxy nodes, a pytest plugin.
 
 Shipped with barnabas (as kazoo ships ``kazoo.testing``) so that any project can test against a real
 Kafka-compatible broker or replicated cluster, faults included, with no Docker and no JVM; the
@@ -21,6 +21,7 @@ from .process import (
     port_open,
     process_table,
 )
+from .proxy import ProxyNode, ProxySet
 
 __all__ = [
     "FAST_FAILOVER",
@@ -28,6 +29,8 @@ __all__ = [
     "Broker",
     "BrokerCluster",
     "ManagedServer",
+    "ProxyNode",
+    "ProxySet",
     "ServerGroup",
     "ServerProcess",
     "ServerStartError",

@@ -143,7 +143,7 @@ async function main() {
   const cluster = new Cluster({
     logger: createLogger({ level: logLevel.WARN, logCreator: stderrLogCreator }),
     socketFactory: defaultSocketFactory(),
-    brokers: [bootstrap],
+    brokers: bootstrap.split(',').map(b => b.trim()).filter(b => b),
     clientId,
     connectionTimeout: 5000,
     requestTimeout: 30000,
