@@ -6,12 +6,17 @@ them: each proxy node knows the same set of nodes (static ``--peers`` now, the c
 partition's topic id and index, a group id), within the rack of the real broker that serves it
 when a proxy node sits there, among all up nodes otherwise. Node ids are the positions of the
 nodes' advertised addresses in sorted order, so every node numbers the same set the same way.
+
+The hash is rendezvous (highest random weight) hashing over the nodes' addresses: each node
+scores the key, the highest score wins. A node going down moves only the keys it had won, and
+one coming back takes back only those, so clients chase as few partitions as possible (a key
+hashed modulo the node count would move most keys whenever the count changes).
 """
 
 from __future__ import annotations
 
-import zlib
-from collections.abc import Iterable, Sequence
+import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = ["ProxyNode", "ProxyNodes", "parse_node_address"]
@@ -42,6 +47,10 @@ def parse_node_address(text: str) -> tuple[str, int, str | None]:
     return host.strip("[]"), int(port_text), rack or None
 
 
+#: Rankings kept per ProxyNodes (a key's ranking never changes; the cache is emptied when full).
+_RANKINGS_KEPT = 1 << 17
+
+
 class ProxyNodes:
     """The proxy nodes, which of them are up, and which one answers for a given key."""
 
@@ -54,6 +63,7 @@ class ProxyNodes:
         )
         self.me = next(node for node in self.nodes if (node.host, node.port) == me[:2])
         self._up: frozenset[int] = frozenset(node.node_id for node in self.nodes)
+        self._rankings: dict[bytes, tuple[ProxyNode, ...]] = {}
 
     def up(self) -> tuple[ProxyNode, ...]:
         """The nodes believed up, this one always among them, in node id order."""
@@ -68,18 +78,30 @@ class ProxyNodes:
 
     def pick(self, key: bytes, rack: str | None = None) -> ProxyNode:
         """The up node that answers for ``key``: the same on every node that sees the same up set."""
-        return _pick(self.up(), key, rack)
+        return self.spread(key, 1, rack)[0]
 
     def spread(self, key: bytes, count: int, rack: str | None = None) -> tuple[ProxyNode, ...]:
-        """``count`` distinct up nodes (at most all of them) starting at :meth:`pick`'s, in node order."""
-        up = self.up()
-        first = _pick(up, key, rack)
-        start = up.index(first)
-        rotated = up[start:] + up[:start]
-        return rotated[: max(0, min(count, len(rotated)))]
+        """``count`` distinct up nodes (at most all of them): :meth:`pick`'s, then the rest by their score.
+
+        The pick is the best-scored up node in ``rack``, else the best-scored up node.
+        """
+        if count <= 0:
+            return ()
+        up = [node for node in self._ranking(key) if node.node_id in self._up or node is self.me]
+        first = next((node for node in up if rack is not None and node.rack == rack), up[0])
+        return (first, *[node for node in up if node is not first][: count - 1])
+
+    def _ranking(self, key: bytes) -> tuple[ProxyNode, ...]:
+        """Every node, the best score for ``key`` first (it depends on nothing else, so it is kept)."""
+        ranking = self._rankings.get(key)
+        if ranking is None:
+            if len(self._rankings) >= _RANKINGS_KEPT:
+                self._rankings.clear()
+            ranking = self._rankings[key] = tuple(sorted(self.nodes, key=lambda node: _score(key, node), reverse=True))
+        return ranking
 
 
-def _pick(candidates: Sequence[ProxyNode], key: bytes, rack: str | None) -> ProxyNode:
-    in_rack = [node for node in candidates if rack is not None and node.rack == rack]
-    pool = in_rack or list(candidates)
-    return pool[zlib.crc32(key) % len(pool)]
+def _score(key: bytes, node: ProxyNode) -> tuple[bytes, int]:
+    """``node``'s rendezvous score for ``key``: the same in every process (no per-process hash seed)."""
+    digest = hashlib.blake2b(node.address.encode() + b"\x00" + key, digest_size=8).digest()
+    return digest, node.node_id

@@ -11,6 +11,8 @@ deterministic (``ProxyNodes.pick``), so every proxy node gives every client the 
 - the controller is the node picked by the real controller's id, a coordinator the node picked
   by its key, both in the real broker's rack;
 - broker lists are the up proxy nodes;
+- a reassignment's replicas are the partition's proxy nodes as Metadata names them, and the
+  brokers it adds or removes the proxy nodes in their places;
 - Produce and Fetch answers name a new leader (KIP-951 ``current_leader`` and ``node_endpoints``)
   as the partition's proxy node, and a preferred read replica (KIP-392) is never named: the
   proxy itself sends every fetch to the leader.
@@ -34,26 +36,20 @@ __all__ = [
     "rewrite_describe_cluster",
     "rewrite_fetch",
     "rewrite_find_coordinator",
+    "rewrite_list_partition_reassignments",
     "rewrite_metadata",
     "rewrite_produce",
 ]
 
-PRODUCE, FETCH, METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER = 0, 1, 3, 10, 60
+PRODUCE, FETCH, METADATA, FIND_COORDINATOR, LIST_PARTITION_REASSIGNMENTS, DESCRIBE_CLUSTER = 0, 1, 3, 10, 46, 60
 
-#: For each API whose responses carry node ids, hosts or ports: the fields (entity.field) rewritten.
+#: For each API whose responses carry node ids, hosts or ports: the fields (entity.field) rewritten,
+#: in the versions the proxy understands (``routes.UNDERSTOOD``; Fetch's ``NodeEndpoint`` is v16+).
 REWRITTEN: dict[int, frozenset[str]] = {
     PRODUCE: frozenset(
         {"LeaderIdAndEpoch.leader_id", "NodeEndpoint.node_id", "NodeEndpoint.host", "NodeEndpoint.port"}
     ),
-    FETCH: frozenset(
-        {
-            "PartitionData.preferred_read_replica",
-            "LeaderIdAndEpoch.leader_id",
-            "NodeEndpoint.node_id",
-            "NodeEndpoint.host",
-            "NodeEndpoint.port",
-        }
-    ),
+    FETCH: frozenset({"PartitionData.preferred_read_replica", "LeaderIdAndEpoch.leader_id"}),
     METADATA: frozenset(
         {
             "MetadataResponseBroker.node_id",
@@ -74,6 +70,13 @@ REWRITTEN: dict[int, frozenset[str]] = {
             "Coordinator.node_id",
             "Coordinator.host",
             "Coordinator.port",
+        }
+    ),
+    LIST_PARTITION_REASSIGNMENTS: frozenset(
+        {
+            "OngoingPartitionReassignment.replicas",
+            "OngoingPartitionReassignment.adding_replicas",
+            "OngoingPartitionReassignment.removing_replicas",
         }
     ),
     DESCRIBE_CLUSTER: frozenset(
@@ -176,6 +179,31 @@ def rewrite_describe_cluster(response: Any, version: int, view: ClusterView, nod
         brokers=_node_entities(broker_cls, nodes.up(), "broker_id"),
         controller_id=_node_of_broker(view, nodes, int(response.controller_id)),
     )
+
+
+def rewrite_list_partition_reassignments(response: Any, version: int, view: ClusterView, nodes: ProxyNodes) -> Any:
+    """Replicas as Metadata names them; each added or removed broker as the proxy node in its place.
+
+    A broker past the number of up proxy nodes has no place: it is left out of the lists.
+    """
+    topics = []
+    for topic in response.topics:
+        partitions = []
+        for p in topic.partitions:
+            info = view.partitions.get((topic.name, int(p.partition_index)))
+            rack = view.rack_of(info.leader_id) if info is not None else None
+            key = partition_key(view, topic.name, int(p.partition_index))
+            placed = dict(zip(p.replicas, (n.node_id for n in nodes.spread(key, len(p.replicas), rack)), strict=False))
+            partitions.append(
+                dataclasses.replace(
+                    p,
+                    replicas=tuple(placed.values()),
+                    adding_replicas=tuple(placed[b] for b in p.adding_replicas if b in placed),
+                    removing_replicas=tuple(placed[b] for b in p.removing_replicas if b in placed),
+                )
+            )
+        topics.append(dataclasses.replace(topic, partitions=tuple(partitions)))
+    return dataclasses.replace(response, topics=tuple(topics))
 
 
 # -- Produce and Fetch ------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ from .rewrite import (
     rewrite_describe_cluster,
     rewrite_fetch,
     rewrite_find_coordinator,
+    rewrite_list_partition_reassignments,
     rewrite_metadata,
     rewrite_produce,
 )
@@ -64,7 +65,9 @@ Answer = bytes | list[bytes | memoryview] | None
 PRODUCE, FETCH, METADATA, OFFSET_FETCH, FIND_COORDINATOR = 0, 1, 3, 9, 10
 DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS, DELETE_GROUPS = 15, 16, 18, 42
 DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER = 35, 60
-JOIN_GROUP, SYNC_GROUP = 11, 14
+JOIN_GROUP, SYNC_GROUP, LIST_PARTITION_REASSIGNMENTS = 11, 14, 46
+#: Fetch requests carry a fetch session (KIP-227) from this version.
+FETCH_SESSIONS_FROM = 7
 #: The longest a SyncGroup may wait for the group leader's assignment (Kafka's default max.poll.interval.ms).
 MAX_REBALANCE_WAIT_S = 300.0
 GROUP_KEY = 0
@@ -147,6 +150,8 @@ class Router:
             return await self._groups(turn, frame, api_key, version, correlation_id)
         if route is Route.FIND_COORDINATOR:
             return await self._find_coordinator(turn, frame, version, correlation_id)
+        if api_key == LIST_PARTITION_REASSIGNMENTS:
+            return await self._rewritten(turn, frame, rewrite_list_partition_reassignments, await self._controller())
         if route is Route.CONTROLLER:
             return await self._relay_to(turn, await self._controller(), frame, correlation_id)
         if route is Route.FAN_OUT:
@@ -304,10 +309,15 @@ class Router:
     # -- answers rewritten -----------------------------------------------------------------------
 
     async def _rewritten(
-        self, turn: Turn, frame: bytes | memoryview, rewrite: Callable[[Any, int, ClusterView, ProxyNodes], Any]
+        self,
+        turn: Turn,
+        frame: bytes | memoryview,
+        rewrite: Callable[[Any, int, ClusterView, ProxyNodes], Any],
+        broker: BrokerAddress | None = None,
     ) -> Answer:
+        """Relay to ``broker`` (any broker when None) and answer with its response rewritten."""
         api_key, version, correlation_id = peek_header(frame)
-        payload = await self._relay_or_close(turn, await self._any_broker(), frame)
+        payload = await self._relay_or_close(turn, broker or await self._any_broker(), frame)
         _, response = decode_response(api_key, version, payload)
         return encode_response(correlation_id, rewrite(response, version, self.view, self.nodes))
 
@@ -437,8 +447,11 @@ class Router:
         """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords: to each partition's leader."""
         request = _decode(frame)
         body = request.body
-        if api_key == FETCH and _replica_id(body) >= 0:
-            raise CloseConnectionError("replica fetches are broker-internal")
+        if api_key == FETCH:
+            if _replica_id(body) >= 0:
+                raise CloseConnectionError("replica fetches are broker-internal")
+            if version >= FETCH_SESSIONS_FROM and (body.session_id != 0 or body.session_epoch != -1):
+                body, frame = self._sessionless(request, version)
         spec = PARTITIONED[api_key]
         placement = await self._place_all(body, spec)
         leaders = {b.broker_id: b for b in placement.values() if b is not None}
@@ -474,6 +487,18 @@ class Router:
         elif api_key == FETCH:
             merged = rewrite_fetch(merged, version, self.view, self.nodes, lambda topic: topic.topic)
         return encode_response(correlation_id, merged)
+
+    @staticmethod
+    def _sessionless(request: Request, version: int) -> tuple[Any, bytes]:
+        """The Fetch without a fetch session (KIP-227): the proxy keeps none, so neither may a broker.
+
+        A session lives on one broker; a client's partitions on one proxy node span several
+        brokers and move between them, so an incremental fetch could not be split. Every fetch is
+        a full one (session id 0, epoch -1) and every answer says no session was made.
+        """
+        body = dataclasses.replace(request.body, session_id=0, session_epoch=-1)
+        encoded = encode_request(FETCH, version, request.header.correlation_id, request.header.client_id, body)
+        return body, encoded[4:]
 
     async def _relay_whole(
         self,

@@ -152,8 +152,8 @@ def merge(
         changes: dict[str, Any] = {spec.response_topics: tuple(topics)}
         if hasattr(answers[0], "throttle_time"):
             changes["throttle_time"] = throttle
-        if spec.api_key == 1:
-            changes["session_id"] = 0  # the proxy keeps no fetch sessions: every fetch is a full one
+        if hasattr(answers[0], "session_id"):
+            changes["session_id"] = 0  # the proxy keeps no fetch sessions (KIP-227, Fetch v7+): every fetch is full
         return dataclasses.replace(answers[0], **changes)
     response_cls = response_class(spec.api_key, version)
     return make(response_cls, **{spec.response_topics: tuple(topics)}, **spec.empty_fields)

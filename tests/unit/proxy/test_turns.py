@@ -1,0 +1,79 @@
+"""Turns: one client connection's requests write to brokers in the order the client sent them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from barnabas.proxy.turns import TurnChain
+
+
+def run(main: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(asyncio.wait_for(main(), 5))
+
+
+async def settle() -> None:
+    """Let every task that can run, run."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_the_first_turn_does_not_wait() -> None:
+    async def main() -> None:
+        await TurnChain().next().wait()
+
+    run(main)
+
+
+def test_a_later_turn_waits_until_the_earlier_one_ends() -> None:
+    async def main() -> None:
+        chain = TurnChain()
+        first, second, third = chain.next(), chain.next(), chain.next()
+        written: list[str] = []
+
+        async def request(name: str, turn_wait: Callable[[], Awaitable[None]]) -> None:
+            await turn_wait()
+            written.append(name)
+
+        later = [
+            asyncio.create_task(request("third", third.wait)),
+            asyncio.create_task(request("second", second.wait)),
+        ]
+        await settle()
+        assert written == []  # nothing ended: both wait, whatever order they asked in
+        await first.wait()
+        written.append("first")
+        first.end()
+        await settle()
+        assert written == ["first", "second"]  # the third still waits for the second's end
+        second.end()
+        await asyncio.gather(*later)
+        assert written == ["first", "second", "third"]
+
+    run(main)
+
+
+def test_a_turn_that_ended_before_the_next_asked_lets_it_go_at_once() -> None:
+    async def main() -> None:
+        chain = TurnChain()
+        first = chain.next()
+        first.end()
+        await chain.next().wait()
+
+    run(main)
+
+
+def test_ending_twice_is_harmless() -> None:
+    async def main() -> None:
+        chain = TurnChain()
+        first = chain.next()
+        first.end()
+        first.end()
+        second = chain.next()
+        await second.wait()
+        second.end()
+        second.end()
+        third = chain.next()
+        await third.wait()
+
+    run(main)
