@@ -14,12 +14,22 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from kio.schema.alter_partition_reassignments.v0.request import (
+    AlterPartitionReassignmentsRequest,
+    ReassignablePartition,
+    ReassignableTopic,
+)
+from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
 from kio.schema.create_topics.v7.request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.delete_records.v2.request import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
+from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
+from kio.schema.elect_leaders.v2.request import ElectLeadersRequest
+from kio.schema.elect_leaders.v2.request import TopicPartitions as ElectTopicPartitions
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.heartbeat.v4.request import HeartbeatRequest
@@ -33,11 +43,17 @@ from kio.schema.join_group.v7.request import JoinGroupRequest, JoinGroupRequestP
 from kio.schema.leave_group.v4.request import LeaveGroupRequest, MemberIdentity
 from kio.schema.list_groups.v4.request import ListGroupsRequest
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.offset_commit.v8.request import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
+)
+from kio.schema.offset_delete.v0.request import (
+    OffsetDeleteRequest,
+    OffsetDeleteRequestPartition,
+    OffsetDeleteRequestTopic,
 )
 from kio.schema.offset_fetch.v8.request import OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopics
 from kio.schema.offset_for_leader_epoch.v4.request import (
@@ -487,3 +503,145 @@ def test_describe_cluster_names_this_broker_controller(tmp_path: Path) -> None:
     assert response.error_code == ErrorCode.none
     assert (response.cluster_id, int(response.controller_id)) == (cluster_id, 0)
     assert [(int(b.broker_id), b.host, int(b.port)) for b in response.brokers] == [(0, "127.0.0.1", 9092)]
+
+
+# -- topic admin, leadership, log dirs, offset deletion -----------------------------------------------
+
+DELETE_TOPICS, CREATE_PARTITIONS, ELECT_LEADERS, DESCRIBE_LOG_DIRS, OFFSET_DELETE = 20, 37, 43, 35, 47
+ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
+
+
+async def controller_elected(broker: InMemoryBroker) -> None:
+    async with asyncio.timeout(10):
+        while broker.state.controller.fence is None:
+            await asyncio.sleep(0.01)  # the candidacy runs as a task on this loop
+
+
+def test_delete_topics_removes_the_topic(tmp_path: Path) -> None:
+    async def scenario(broker: InMemoryBroker) -> tuple[Any, Any, bool]:
+        await create(broker, "doomed")
+        request = DeleteTopicsRequest(
+            topics=(DeleteTopicState(name="doomed", topic_id=None), DeleteTopicState(name="never", topic_id=None)),
+            timeout=timeout_ms(5000),
+        )
+        deleted, unknown = (await broker.call(DELETE_TOPICS, 6, request)).responses
+        return deleted, unknown, broker.state.node.topic("doomed") is None
+
+    deleted, unknown, gone = run(tmp_path, scenario)
+    assert (deleted.name, deleted.error_code) == ("doomed", ErrorCode.none)
+    assert (unknown.name, unknown.error_code) == ("never", ErrorCode.unknown_topic_or_partition)
+    assert gone
+
+
+def test_create_partitions_grows_and_refuses_to_shrink(tmp_path: Path) -> None:
+    async def scenario(broker: InMemoryBroker) -> tuple[Any, Any, int]:
+        await create(broker, "growing")
+
+        def grow_to(count: int) -> CreatePartitionsRequest:
+            topic = CreatePartitionsTopic(name="growing", count=count, assignments=None)
+            return CreatePartitionsRequest(topics=(topic,), timeout=timeout_ms(5000), validate_only=False)
+
+        (grown,) = (await broker.call(CREATE_PARTITIONS, 3, grow_to(3))).results
+        (shrunk,) = (await broker.call(CREATE_PARTITIONS, 3, grow_to(2))).results
+        topic = broker.state.node.topic("growing")
+        assert topic is not None
+        return grown, shrunk, topic.partition_count
+
+    grown, shrunk, count = run(tmp_path, scenario)
+    assert grown.error_code == ErrorCode.none and count == 3
+    assert shrunk.error_code == ErrorCode.invalid_partitions
+
+
+def test_elect_preferred_leader_that_already_leads_is_not_needed(tmp_path: Path) -> None:
+    async def scenario(broker: InMemoryBroker) -> Any:
+        await create(broker, "led")
+        await controller_elected(broker)
+        request = ElectLeadersRequest(
+            election_type=0,
+            topic_partitions=(ElectTopicPartitions(topic="led", partitions=(0,)),),
+            timeout=timeout_ms(5000),
+        )
+        response = await broker.call(ELECT_LEADERS, 2, request)
+        assert response.error_code == ErrorCode.none
+        (topic,) = response.replica_election_results
+        return topic.partition_result[0]
+
+    assert run(tmp_path, scenario).error_code == ErrorCode.election_not_needed
+
+
+def test_reassignments_are_listed_and_a_cancel_without_one_is_refused(tmp_path: Path) -> None:
+    async def scenario(broker: InMemoryBroker) -> tuple[Any, Any]:
+        await create(broker, "placed")
+        await controller_elected(broker)
+        listed = await broker.call(
+            LIST_PARTITION_REASSIGNMENTS, 0, ListPartitionReassignmentsRequest(timeout=timeout_ms(5000), topics=None)
+        )
+        cancel = AlterPartitionReassignmentsRequest(
+            timeout=timeout_ms(5000),
+            topics=(
+                ReassignableTopic(name="placed", partitions=(ReassignablePartition(partition_index=0, replicas=None),)),
+            ),
+        )
+        return listed, await broker.call(ALTER_PARTITION_REASSIGNMENTS, 0, cancel)
+
+    listed, cancelled = run(tmp_path, scenario)
+    assert listed.error_code == ErrorCode.none and listed.topics == ()
+    (topic,) = cancelled.responses
+    assert topic.partitions[0].error_code == ErrorCode.no_reassignment_in_progress
+
+
+def test_describe_log_dirs_counts_the_bytes_written(tmp_path: Path) -> None:
+    async def scenario(broker: InMemoryBroker) -> Any:
+        await create(broker, "sized", partitions=2)
+        await produce(broker, "sized", batch(b"x" * 1000))
+        return await broker.call(DESCRIBE_LOG_DIRS, 4, DescribeLogDirsRequest(topics=None))
+
+    response = run(tmp_path, scenario)
+    (result,) = response.results
+    assert result.error_code == ErrorCode.none and result.log_dir.endswith("data")
+    sizes = {(t.name, int(p.partition_index)): int(p.partition_size) for t in result.topics for p in t.partitions}
+    assert sizes[("sized", 0)] > 1000 and sizes[("sized", 1)] == 0
+
+
+def test_offset_delete_forgets_an_empty_groups_offsets(tmp_path: Path) -> None:
+    async def scenario(broker: InMemoryBroker) -> tuple[Any, Any]:
+        await create(broker, "kept")
+        await find_coordinator(broker, "standalone")
+        commit = OffsetCommitRequest(
+            group_id="standalone",
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            group_instance_id=None,
+            topics=(
+                OffsetCommitRequestTopic(
+                    name="kept",
+                    partitions=(
+                        OffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=7, committed_leader_epoch=-1, committed_metadata=""
+                        ),
+                    ),
+                ),
+            ),
+        )
+        await broker.call(OFFSET_COMMIT, 8, commit)
+        delete = OffsetDeleteRequest(
+            group_id="standalone",
+            topics=(
+                OffsetDeleteRequestTopic(name="kept", partitions=(OffsetDeleteRequestPartition(partition_index=0),)),
+            ),
+        )
+        deleted = await broker.call(OFFSET_DELETE, 0, delete)
+        fetched = OffsetFetchRequest(
+            groups=(
+                OffsetFetchRequestGroup(
+                    group_id="standalone", topics=(OffsetFetchRequestTopics(name="kept", partition_indexes=(0,)),)
+                ),
+            )
+        )
+        (group,) = (await broker.call(OFFSET_FETCH, 8, fetched)).groups
+        return deleted, group
+
+    deleted, group = run(tmp_path, scenario)
+    assert deleted.error_code == ErrorCode.none
+    assert deleted.topics[0].partitions[0].error_code == ErrorCode.none
+    assert int(group.topics[0].partitions[0].committed_offset) == -1
