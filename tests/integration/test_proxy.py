@@ -340,3 +340,20 @@ def test_proxy_refuses_to_start_without_a_cluster(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode != 0
     assert result.stderr.count("\n") == 1 and "cannot read the cluster" in result.stderr, result.stderr
+
+
+def test_proxy_nodes_find_each_other_through_coordination(cluster: BrokerCluster, tmp_path: Path) -> None:
+    """With coordination.url the nodes join the group 'proxies'; one killed -9 leaves the other's Metadata
+    when its session ends (no probing)."""
+    proxies = ProxySet(tmp_path, cluster.bootstrap, 2, coordination_url=cluster.coordination_url)
+    proxies.start()  # returns once each node's Metadata lists both
+    try:
+        survivor, victim = proxies.nodes
+        log = survivor.log_text()
+        assert f"proxy nodes: 0={survivor.bootstrap}, 1={victim.bootstrap}" in log and "proxy nodes up:" not in log
+        victim.process.kill()
+        _wait(lambda: _metadata_ports(survivor.bootstrap) == {survivor.port}, "the dead node leaves Metadata", 15)
+        topic = new_topic(cluster, "coordinated")
+        assert len(produce_values(survivor.bootstrap, topic, [b"still", b"serving"])) == 2
+    finally:
+        proxies.stop()

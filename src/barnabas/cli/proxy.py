@@ -33,6 +33,11 @@ def register(commands: Any) -> None:
         help="proxy.peers: every proxy node's advertised address (this one may be included)",
     )  # fmt: skip
     parser.add_argument(
+        "--coordination", metavar="URL",
+        help="coordination.url: find the other proxy nodes in this store's group 'proxies' instead of --peers",
+    )  # fmt: skip
+    parser.add_argument("--node-id", type=int, metavar="N", help="proxy.node.id: this node's id in that group")
+    parser.add_argument(
         "--set", metavar="KEY=VALUE", action="append", default=[], help="any other setting (repeatable)"
     )
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -56,6 +61,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, str]:
         "bootstrap.servers": args.bootstrap,
         "broker.rack": args.rack,
         "proxy.peers": args.peers,
+        "coordination.url": args.coordination,
+        "proxy.node.id": None if args.node_id is None else str(args.node_id),
     }
     overrides.update({key: value for key, value in flags.items() if value is not None})
     return overrides

@@ -26,6 +26,12 @@ PROXY_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("bootstrap.servers", _LIST, [], "Brokers of the cluster to read its metadata from first."),
         ConfigDef("broker.rack", _S, None, "This proxy node's rack: it routes to brokers in it first."),
         ConfigDef("proxy.peers", _LIST, [], "Every proxy node's advertised HOST:PORT[@RACK], this one included."),
+        ConfigDef("coordination.url", _S, None, "Find the other proxy nodes through this coordination store "
+                  "(the group 'proxies') instead of proxy.peers."),
+        ConfigDef("proxy.node.id", _I, -1, "This node's id in the group 'proxies'; -1: the hostname's ordinal "
+                  "(name-N)."),
+        ConfigDef("proxy.session.timeout.ms", _I, 6_000, "A dead proxy node leaves the group within this long.",
+                  at_least(1_000)),
         ConfigDef("request.timeout.ms", _I, 30_000, "How long a broker may take to answer.", at_least(1)),
         ConfigDef("socket.connection.setup.timeout.ms", _I, 10_000, "How long connecting to a broker may take.",
                   at_least(1)),
@@ -102,4 +108,6 @@ def load_proxy_config(file: Path | None = None, overrides: Mapping[str, str] | N
         raise ConfigError("advertised.listeners: port 0 cannot be advertised")
     if not config.bootstrap:
         raise ConfigError("bootstrap.servers: at least one broker is required")
+    if config["coordination.url"] and config["proxy.peers"]:
+        raise ConfigError("proxy.peers and coordination.url: set one way of finding the other proxy nodes, not both")
     return config

@@ -1,11 +1,12 @@
 """The proxy nodes clients see as the cluster's brokers, and the deterministic choice among them.
 
 Clients must get the same answer from every proxy node, or they would chase partitions between
-them: each proxy node knows the same set of nodes (static ``--peers`` now, the coordination group
-``proxies`` later) and picks among those that are up by a hash of what is being placed (a
+them: each proxy node knows the same set of nodes (static ``--peers``, or the coordination group
+``proxies``) and picks among those that are up by a hash of what is being placed (a
 partition's topic id and index, a group id), within the rack of the real broker that serves it
-when a proxy node sits there, among all up nodes otherwise. Node ids are the positions of the
-nodes' advertised addresses in sorted order, so every node numbers the same set the same way.
+when a proxy node sits there, among all up nodes otherwise. With static peers, node ids are the
+positions of the nodes' advertised addresses in sorted order, so every node numbers the same set the
+same way; in the coordination group each node joins under its own ``proxy.node.id``.
 
 The hash is rendezvous (highest random weight) hashing over the nodes' addresses: each node
 scores the key, the highest score wins. A node going down moves only the keys it had won, and
@@ -64,6 +65,27 @@ class ProxyNodes:
         self.me = next(node for node in self.nodes if (node.host, node.port) == me[:2])
         self._up: frozenset[int] = frozenset(node.node_id for node in self.nodes)
         self._rankings: dict[bytes, tuple[ProxyNode, ...]] = {}
+
+    @classmethod
+    def alone(cls, me: ProxyNode) -> ProxyNodes:
+        """Only this node, under its own id, until :meth:`replace` brings the others (coordination membership)."""
+        nodes = cls((me.host, me.port, me.rack))
+        nodes.me = me
+        nodes.nodes = (me,)
+        nodes._up = frozenset({me.node_id})
+        return nodes
+
+    def replace(self, nodes: Iterable[ProxyNode]) -> bool:
+        """The nodes are now ``nodes`` (all up), this one always among them; whether anything changed."""
+        by_id = {node.node_id: node for node in nodes}
+        by_id[self.me.node_id] = self.me
+        replaced = tuple(sorted(by_id.values(), key=lambda node: node.node_id))
+        if replaced == self.nodes and self._up == frozenset(by_id):
+            return False
+        self.nodes = replaced
+        self._up = frozenset(by_id)
+        self._rankings = {}
+        return True
 
     def up(self) -> tuple[ProxyNode, ...]:
         """The nodes believed up, this one always among them, in node id order."""

@@ -15,11 +15,13 @@ import logging
 import socket
 
 from barnabas.client import BrokerConnectionError
-from barnabas.config import ConfigError, ProxyConfig
+from barnabas.config import ConfigError, ProxyConfig, hostname_ordinal
+from barnabas.coordination import CoordinationError
 
 from .cluster_view import ClusterView, NoBrokerError
 from .links import BrokerLinks
-from .nodes import ProxyNodes, parse_node_address
+from .membership import ProxyMembership
+from .nodes import ProxyNode, ProxyNodes, parse_node_address
 from .router import Router
 from .session import ClientSession
 
@@ -41,6 +43,7 @@ class Proxy:
         )
         self.view = ClusterView(config.bootstrap, self.links)
         self.nodes: ProxyNodes | None = None
+        self.membership: ProxyMembership | None = None
         self.router: Router | None = None
         self.sessions: set[ClientSession] = set()
         self._server: asyncio.Server | None = None
@@ -76,20 +79,15 @@ class Proxy:
         )
         bound_port = int(self._server.sockets[0].getsockname()[1])
         host, port = self._advertised(bound_port)
-        try:
-            peers = [parse_node_address(text) for text in config["proxy.peers"]]
-        except ValueError as exc:
-            raise ConfigError(f"proxy.peers: {exc}") from None
-        self.nodes = ProxyNodes((host, port, config["broker.rack"]), peers)
+        self.nodes = await self._find_nodes(host, port)
         self.router = Router(
             self.view, self.links, self.nodes, config["broker.rack"], int(config["request.timeout.ms"]) / 1000
         )
         self.router.learn_versions(versions)
         await self._server.start_serving()
-        self._tasks = [
-            loop.create_task(self._refresh_forever(), name="proxy metadata refresh"),
-            loop.create_task(self._probe_peers_forever(), name="proxy peer probes"),
-        ]
+        self._tasks = [loop.create_task(self._refresh_forever(), name="proxy metadata refresh")]
+        if self.membership is None:
+            self._tasks.append(loop.create_task(self._probe_peers_forever(), name="proxy peer probes"))
         log.info(
             "proxy node %d listening on %s:%d, advertised as %s:%d, in front of %d brokers of cluster %s; "
             "%d proxy nodes",
@@ -104,6 +102,31 @@ class Proxy:
         if self._server is None or not self._server.sockets:
             raise RuntimeError("the proxy is not listening")
         return int(self._server.sockets[0].getsockname()[1])
+
+    async def _find_nodes(self, host: str, port: int) -> ProxyNodes:
+        """The proxy nodes: the static ``proxy.peers``, or the coordination group ``proxies`` joined now."""
+        config = self.config
+        rack = config["broker.rack"]
+        url = config["coordination.url"]
+        if not url:
+            try:
+                peers = [parse_node_address(text) for text in config["proxy.peers"]]
+            except ValueError as exc:
+                raise ConfigError(f"proxy.peers: {exc}") from None
+            return ProxyNodes((host, port, rack), peers)
+        node_id = int(config["proxy.node.id"])
+        if node_id < 0:
+            ordinal = hostname_ordinal()
+            if ordinal is None:
+                raise ConfigError("proxy.node.id: required with coordination.url (the hostname has no ordinal)")
+            node_id = ordinal
+        nodes = ProxyNodes.alone(ProxyNode(node_id, host, port, rack))
+        self.membership = ProxyMembership(url, nodes, int(config["proxy.session.timeout.ms"]) / 1000)
+        try:
+            await self.membership.start()
+        except CoordinationError as exc:
+            raise ConfigError(f"coordination.url: {exc}") from None
+        return nodes
 
     def _new_session(self) -> ClientSession:
         assert self.router is not None
@@ -170,6 +193,9 @@ class Proxy:
         await self._stopped.wait()
 
     async def _release(self) -> None:
+        if self.membership is not None:
+            await self.membership.stop()
+            self.membership = None
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -91,8 +91,15 @@ class ProxyNode(ManagedServer):
         return self.process.tail(lines)
 
 
+def _membership(coordination_url: str | None, node_id: int) -> dict[str, str]:
+    if coordination_url is None:
+        return {}
+    return {"coordination.url": coordination_url, "proxy.node.id": str(node_id)}
+
+
 class ProxySet:
-    """``size`` proxy nodes in front of ``bootstrap``, each the others' peer."""
+    """``size`` proxy nodes in front of ``bootstrap``: each the others' peer, or, with ``coordination_url``,
+    members of the coordination group ``proxies`` under node ids 0..size-1."""
 
     def __init__(
         self,
@@ -102,13 +109,21 @@ class ProxySet:
         *,
         racks: Sequence[str | None] | None = None,
         properties: Mapping[str, str] | None = None,
+        coordination_url: str | None = None,
     ) -> None:
         ports = free_ports(size)
         racks = list(racks) if racks is not None else [None] * size
         peers = [f"127.0.0.1:{port}" + (f"@{rack}" if rack else "") for port, rack in zip(ports, racks, strict=True)]
         self.nodes = [
-            ProxyNode(directory, bootstrap, port, peers=peers, rack=rack, properties=properties)
-            for port, rack in zip(ports, racks, strict=True)
+            ProxyNode(
+                directory,
+                bootstrap,
+                port,
+                peers=[] if coordination_url else peers,
+                rack=rack,
+                properties={**(properties or {}), **_membership(coordination_url, node_id)},
+            )
+            for node_id, (port, rack) in enumerate(zip(ports, racks, strict=True))
         ]
 
     @property

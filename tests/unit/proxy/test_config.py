@@ -102,3 +102,19 @@ def test_listening_on_port_0_is_allowed() -> None:
 
 def test_an_unreadable_file_is_refused(tmp_path: Path) -> None:
     assert str(tmp_path / "missing.properties") in refusal(tmp_path / "missing.properties", **BOOTSTRAP)
+
+
+def test_peers_and_coordination_are_one_or_the_other() -> None:
+    reason = refusal(**{"bootstrap.servers": "b:9092", "proxy.peers": "a:1,b:2", "coordination.url": "sqlite:///x.db"})
+    assert "proxy.peers and coordination.url" in reason and "\n" not in reason
+
+
+def test_coordination_settings_are_read() -> None:
+    config = load_proxy_config(
+        overrides={"bootstrap.servers": "b:9092", "coordination.url": "etcd://e:2379/p", "proxy.node.id": "4"}
+    )
+    assert (config["coordination.url"], config["proxy.node.id"], config["proxy.session.timeout.ms"]) == (
+        "etcd://e:2379/p",
+        4,
+        6000,
+    )

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from barnabas.proxy.nodes import ProxyNodes, parse_node_address
+from barnabas.proxy.nodes import ProxyNode, ProxyNodes, parse_node_address
 
 PEERS = [("proxy-c", 9192, "r2"), ("proxy-a", 9192, "r1"), ("proxy-d", 9192, "r2"), ("proxy-b", 9192, "r1")]
 KEYS = [b"orders-%d" % i for i in range(400)]
@@ -134,3 +134,25 @@ def test_parse_node_address(text: str, expected: tuple[str, int, str | None]) ->
 def test_parse_node_address_refuses(text: str) -> None:
     with pytest.raises(ValueError, match="HOST:PORT"):
         parse_node_address(text)
+
+
+def test_a_node_alone_keeps_its_own_id_until_the_group_brings_the_others() -> None:
+    me = ProxyNode(7, "10.0.0.7", 9192, "r1")
+    nodes = ProxyNodes.alone(me)
+    assert nodes.up() == (me,) and nodes.pick(b"any") is me
+    other = ProxyNode(3, "10.0.0.3", 9192, "r2")
+    assert nodes.replace([other])
+    assert [n.node_id for n in nodes.up()] == [3, 7]
+    assert not nodes.replace([other, me]), "the same members again is no change"
+    assert nodes.replace([])
+    assert nodes.up() == (me,), "this node stays a node whatever the group says"
+
+
+def test_replaced_members_are_chosen_alike_on_every_node() -> None:
+    members = [ProxyNode(i, f"10.0.0.{i}", 9192) for i in range(4)]
+    views = []
+    for me in members:
+        nodes = ProxyNodes.alone(me)
+        nodes.replace(reversed(members))
+        views.append([nodes.pick(bytes([k])).node_id for k in range(64)])
+    assert all(view == views[0] for view in views)

@@ -1,0 +1,132 @@
+"""Proxy nodes finding each other through the coordination layer: the group ``proxies``.
+
+With ``coordination.url`` each proxy node joins the group ``proxies`` (any backend) under its node id,
+its advertised address and rack as the member's data, on a session of ``proxy.session.timeout.ms``;
+a node that dies leaves the group when its session does, so it leaves every other node's Metadata
+within that timeout, with no probing. Every node reads the same members, so every node answers
+Metadata alike. A lost session (a long coordination outage) is replaced by a new one and the node
+joins again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+
+from barnabas.coordination import (
+    CoordinationError,
+    GroupMembership,
+    KeyExistsError,
+    Session,
+    SessionState,
+    Storage,
+    open_storage,
+)
+
+from .nodes import ProxyNode, ProxyNodes
+
+__all__ = ["PROXIES_GROUP", "ProxyMembership"]
+
+log = logging.getLogger(__name__)
+
+PROXIES_GROUP = "proxies"
+#: Seconds between attempts to open a new session after one was lost.
+REJOIN_BACKOFF_S = 1.0
+
+
+class ProxyMembership:
+    def __init__(self, url: str, nodes: ProxyNodes, session_timeout_s: float) -> None:
+        self.url = url
+        self.nodes = nodes
+        self.session_timeout_s = session_timeout_s
+        self._storage: Storage | None = None
+        self._session: Session | None = None
+        self._membership: GroupMembership | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        """Join the group and start following its members.
+
+        Raises:
+            CoordinationError: the store cannot be reached, or another live node holds this node id.
+        """
+        self._storage = await open_storage(self.url)
+        self._membership = GroupMembership(self._storage.metastore, PROXIES_GROUP)
+        await self._join()
+        self._apply(await self._membership.members())
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._follow(), name="proxy members"),
+            loop.create_task(self._keep_joined(), name="proxy session keeper"),
+        ]
+
+    async def _join(self) -> None:
+        assert self._storage is not None and self._membership is not None
+        me = self.nodes.me
+        self._session = await self._storage.metastore.open_session(self.session_timeout_s)
+        data = json.dumps({"host": me.host, "port": me.port, "rack": me.rack}).encode()
+        try:
+            await self._membership.join(self._session, str(me.node_id), data)
+        except KeyExistsError:
+            raise CoordinationError(
+                f"proxy node id {me.node_id} is held by another live proxy node; set proxy.node.id"
+            ) from None
+
+    async def _follow(self) -> None:
+        assert self._membership is not None
+        async for members in self._membership.watch():
+            self._apply(members)
+
+    def _apply(self, members: dict[str, bytes]) -> None:
+        nodes = []
+        for member_id, data in members.items():
+            try:
+                fields = json.loads(data)
+                nodes.append(ProxyNode(int(member_id), str(fields["host"]), int(fields["port"]), fields.get("rack")))
+            except (ValueError, KeyError, TypeError):
+                log.warning("ignoring proxy group member %r with unreadable data %r", member_id, data[:100])
+        if self.nodes.replace(nodes):
+            log.info("proxy nodes: %s", ", ".join(f"{n.node_id}={n.address}" for n in self.nodes.up()))
+
+    async def _keep_joined(self) -> None:
+        """When the session is lost, open a new one and join again (until stopped)."""
+        while True:
+            session = self._session
+            assert session is not None
+            lost = asyncio.Event()
+
+            def on_state(state: SessionState, lost: asyncio.Event = lost) -> None:
+                if state is SessionState.LOST:
+                    lost.set()
+
+            session.add_state_listener(on_state)
+            if session.state is not SessionState.LOST:
+                await lost.wait()
+            session.remove_state_listener(on_state)
+            log.error("proxy node %d lost its coordination session; joining again", self.nodes.me.node_id)
+            while True:
+                try:
+                    await self._join()
+                    break
+                except CoordinationError as exc:
+                    log.warning("joining again failed (%s); retrying", exc)
+                    await asyncio.sleep(REJOIN_BACKOFF_S)
+
+    async def stop(self) -> None:
+        """Leave the group (the others drop this node at once) and close the store."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        if self._membership is not None and self._session is not None:
+            with contextlib.suppress(CoordinationError):
+                await self._membership.leave(self._session, str(self.nodes.me.node_id))
+        if self._session is not None:
+            with contextlib.suppress(CoordinationError):
+                await self._session.close()
+        if self._storage is not None:
+            await self._storage.close()
