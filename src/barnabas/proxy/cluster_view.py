@@ -13,21 +13,24 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from barnabas.client import BrokerConnectionError
+from barnabas.cluster import BrokerInfo, PartitionState, Topic
+from barnabas.groups import partition_for
 from barnabas.protocol import request_class
 
 from .links import Address, BrokerLinks
 
-__all__ = ["BrokerAddress", "ClusterView", "NoBrokerError", "PartitionInfo"]
+__all__ = ["OFFSETS_TOPIC", "BrokerAddress", "ClusterView", "NoBrokerError", "PartitionInfo"]
 
 log = logging.getLogger(__name__)
 
 METADATA = 3
 METADATA_VERSION = 12
+OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class NoBrokerError(Exception):
@@ -64,6 +67,8 @@ class ClusterView:
         self.topic_ids: dict[str, uuid.UUID] = {}
         self.topic_names: dict[uuid.UUID, str] = {}
         self.partitions: dict[tuple[str, int], PartitionInfo] = {}
+        #: Partitions of ``__consumer_offsets`` (0: not created yet, or not known).
+        self.offsets_partitions = 0
         #: (key type, key) -> broker id of its coordinator, as last answered.
         self.coordinators: dict[tuple[int, str], int] = {}
         self.refreshed_at = 0.0
@@ -143,7 +148,40 @@ class ClusterView:
         self.topic_ids = topic_ids
         self.topic_names = {v: k for k, v in topic_ids.items()}
         self.partitions = partitions
+        self.offsets_partitions = sum(1 for topic, _ in partitions if topic == OFFSETS_TOPIC)
         self.refreshed_at = time.monotonic()
+
+    def apply_store(
+        self,
+        topics: Mapping[str, Topic],
+        states: Mapping[tuple[str, int], PartitionState],
+        live: Mapping[int, BrokerInfo],
+        controller_id: int,
+    ) -> None:
+        """Take the brokers' own metadata, as the coordination store holds it, as the new view.
+
+        A partition whose stored leader is not a live broker has no leader here (-1).
+        """
+        self.brokers = {i: BrokerAddress(i, info.host, info.port, info.rack) for i, info in live.items()}
+        self.controller_id = controller_id
+        self.topic_ids = {name: topic.topic_id for name, topic in topics.items()}
+        self.topic_names = {v: k for k, v in self.topic_ids.items()}
+        partitions = {}
+        for name, topic in topics.items():
+            for index, replicas in topic.assignment.items():
+                state = states.get((name, index))
+                if state is not None:
+                    leader = state.leader if state.leader in live else -1
+                    partitions[(name, index)] = PartitionInfo(leader, state.leader_epoch, len(replicas), len(state.isr))
+        self.partitions = partitions
+        self.offsets_partitions = sum(1 for topic, _ in partitions if topic == OFFSETS_TOPIC)
+        self.refreshed_at = time.monotonic()
+
+    def group_coordinator(self, group_id: str) -> BrokerAddress | None:
+        """The leader of the group's ``__consumer_offsets`` partition (Kafka's rule), if the view knows it."""
+        if self.offsets_partitions == 0:
+            return None
+        return self.leader(OFFSETS_TOPIC, partition_for(group_id, self.offsets_partitions))
 
     def forget_coordinator(self, key_type: int, key: str) -> None:
         self.coordinators.pop((key_type, key), None)

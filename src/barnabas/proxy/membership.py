@@ -22,7 +22,6 @@ from barnabas.coordination import (
     Session,
     SessionState,
     Storage,
-    open_storage,
 )
 
 from .nodes import ProxyNode, ProxyNodes
@@ -37,13 +36,12 @@ REJOIN_BACKOFF_S = 1.0
 
 
 class ProxyMembership:
-    def __init__(self, url: str, nodes: ProxyNodes, session_timeout_s: float) -> None:
-        self.url = url
+    def __init__(self, storage: Storage, nodes: ProxyNodes, session_timeout_s: float) -> None:
+        self._storage = storage
         self.nodes = nodes
         self.session_timeout_s = session_timeout_s
-        self._storage: Storage | None = None
         self._session: Session | None = None
-        self._membership: GroupMembership | None = None
+        self._membership = GroupMembership(storage.metastore, PROXIES_GROUP)
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -52,8 +50,6 @@ class ProxyMembership:
         Raises:
             CoordinationError: the store cannot be reached, or another live node holds this node id.
         """
-        self._storage = await open_storage(self.url)
-        self._membership = GroupMembership(self._storage.metastore, PROXIES_GROUP)
         await self._join()
         self._apply(await self._membership.members())
         loop = asyncio.get_running_loop()
@@ -63,7 +59,6 @@ class ProxyMembership:
         ]
 
     async def _join(self) -> None:
-        assert self._storage is not None and self._membership is not None
         me = self.nodes.me
         self._session = await self._storage.metastore.open_session(self.session_timeout_s)
         data = json.dumps({"host": me.host, "port": me.port, "rack": me.rack}).encode()
@@ -75,7 +70,6 @@ class ProxyMembership:
             ) from None
 
     async def _follow(self) -> None:
-        assert self._membership is not None
         async for members in self._membership.watch():
             self._apply(members)
 
@@ -115,18 +109,15 @@ class ProxyMembership:
                     await asyncio.sleep(REJOIN_BACKOFF_S)
 
     async def stop(self) -> None:
-        """Leave the group (the others drop this node at once) and close the store."""
+        """Leave the group: the others drop this node at once."""
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
-        if self._membership is not None and self._session is not None:
-            with contextlib.suppress(CoordinationError):
-                await self._membership.leave(self._session, str(self.nodes.me.node_id))
         if self._session is not None:
             with contextlib.suppress(CoordinationError):
+                await self._membership.leave(self._session, str(self.nodes.me.node_id))
+            with contextlib.suppress(CoordinationError):
                 await self._session.close()
-        if self._storage is not None:
-            await self._storage.close()

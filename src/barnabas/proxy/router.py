@@ -335,10 +335,14 @@ class Router:
     # -- groups ----------------------------------------------------------------------------------
 
     async def _coordinator(self, group_id: str) -> BrokerAddress | None:
-        """The broker coordinating ``group_id``: as last answered, else asked now (None: not known)."""
+        """The broker coordinating ``group_id``: as last answered, else the leader of its ``__consumer_offsets``
+        partition in the view, else asked now (None: not known)."""
         broker_id = self.view.coordinators.get((GROUP_KEY, group_id))
         if broker_id is not None and broker_id in self.view.brokers:
             return self.view.brokers[broker_id]
+        computed = self.view.group_coordinator(group_id)
+        if computed is not None:
+            return computed
         broker = await self._any_broker()
         body = request_class(FIND_COORDINATOR, 3)(key=group_id, key_type=GROUP_KEY)
         try:

@@ -16,7 +16,7 @@ import socket
 
 from barnabas.client import BrokerConnectionError
 from barnabas.config import ConfigError, ProxyConfig, hostname_ordinal
-from barnabas.coordination import CoordinationError
+from barnabas.coordination import CoordinationError, Storage, open_storage
 
 from .cluster_view import ClusterView, NoBrokerError
 from .links import BrokerLinks
@@ -24,6 +24,7 @@ from .membership import ProxyMembership
 from .nodes import ProxyNode, ProxyNodes, parse_node_address
 from .router import Router
 from .session import ClientSession
+from .store_follower import StoreFollower
 
 __all__ = ["Proxy"]
 
@@ -44,6 +45,8 @@ class Proxy:
         self.view = ClusterView(config.bootstrap, self.links)
         self.nodes: ProxyNodes | None = None
         self.membership: ProxyMembership | None = None
+        self.follower: StoreFollower | None = None
+        self._storage: Storage | None = None
         self.router: Router | None = None
         self.sessions: set[ClientSession] = set()
         self._server: asyncio.Server | None = None
@@ -121,9 +124,12 @@ class Proxy:
                 raise ConfigError("proxy.node.id: required with coordination.url (the hostname has no ordinal)")
             node_id = ordinal
         nodes = ProxyNodes.alone(ProxyNode(node_id, host, port, rack))
-        self.membership = ProxyMembership(url, nodes, int(config["proxy.session.timeout.ms"]) / 1000)
         try:
+            self._storage = await open_storage(url)
+            self.membership = ProxyMembership(self._storage, nodes, int(config["proxy.session.timeout.ms"]) / 1000)
             await self.membership.start()
+            self.follower = StoreFollower(self._storage, self.view)
+            await self.follower.start()
         except CoordinationError as exc:
             raise ConfigError(f"coordination.url: {exc}") from None
         return nodes
@@ -196,6 +202,12 @@ class Proxy:
         if self.membership is not None:
             await self.membership.stop()
             self.membership = None
+        if self.follower is not None:
+            await self.follower.stop()
+            self.follower = None
+        if self._storage is not None:
+            await self._storage.close()
+            self._storage = None
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
