@@ -59,7 +59,8 @@ FAULTS ?=
 fault: test-deps
 	BARNABAS_TEST_REPLICATION_CYCLES=$(CYCLES) BARNABAS_TEST_REPLICATION_FAULTS="$(FAULTS)" $(BIN)/pytest tests/fault $(PYTEST_ARGS)
 
-# barnabas, Apache Kafka (1 and 3 brokers) and Tansu side by side (bench/README.md); ~10-15 min.
+# barnabas (direct and through its proxy), Apache Kafka (1 and 3 brokers) and Tansu side by side
+# (bench/README.md); ~14-20 min.
 bench: $(BENCH_STAMP) system-deps
 	bash bench/kafka-server/build.sh
 	$(BIN)/barnabas bench compare $(BENCH_ARGS)

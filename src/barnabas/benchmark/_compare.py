@@ -1,4 +1,4 @@
-"""``barnabas bench compare``: barnabas, Apache Kafka and Tansu measured side by side in one run.
+"""``barnabas bench compare``: barnabas (direct and through its proxy), Apache Kafka and Tansu side by side in one run.
 
 Rules this module keeps:
 
@@ -14,7 +14,13 @@ Rules this module keeps:
   In a latency run, records still missing 10 s after the consumers last saw one are counted as
   undelivered, left out of the percentiles and named in the report.
 - Latency runs at fixed fractions (``latency_loads``) of the system's own acks=1 produce rate
-  measured just before, so each system is compared at the same relative load.
+  measured just before, so each system is compared at the same relative load. The exception is
+  barnabas through its proxy: it runs at the direct barnabas's rates of this run (when barnabas
+  ran before it), so that proxy − direct is the latency the proxy adds at the same offered load.
+- barnabas through its proxy (``barnabas-proxy``) is the same cluster with one proxy node in front,
+  clients bootstrapping from the proxy only; every phase reports the proxy's CPU apart from the
+  brokers'. Its first phase, before anything else touched the proxy, is the ``connections`` probe
+  (``_connection_probe``): the proxy's memory per client connection.
 - A system that fails is recorded with its one-line reason and the run goes on with the others;
   a combination that cannot be measured (``_systems.not_applicable``) is recorded as n/a.
 """
@@ -35,11 +41,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from ._connection_probe import measure_connection_memory
 from ._disk import measure_disk
 from ._kafka import find_kafka_lib
 from ._latency import Histogram, LatencyJob, PacedProduceJob, latency_consumer_worker, paced_producer_worker
 from ._metadata_probe import MetadataJob, metadata_worker
-from ._names import CLUSTER_WORKLOADS, PRODUCTS, WORKLOADS
+from ._names import CLUSTER_WORKLOADS, PRODUCTS, PROXIED, WORKLOADS
 from ._phases import WorkerGroup
 from ._runner import _CpuMeter, _Run
 from ._settings import BenchError, BenchSettings
@@ -75,6 +82,8 @@ class CompareSettings:
     latency_loads: tuple[float, ...] = (0.1, 0.5, 0.8)
     metadata_s: float = 5.0
     metadata_partitions: int = 1000
+    #: Client connections the ``connections`` workload opens to a proxy node at once.
+    proxy_connections: int = 200
     record_size: int = 1024
     partitions: int = 4
     producers: int = 2
@@ -116,7 +125,7 @@ class CompareSettings:
         for flag, count in {
             "--partitions": self.partitions, "--producers": self.producers, "--consumers": self.consumers,
             "--consume-rounds": self.consume_rounds, "--metadata-partitions": self.metadata_partitions,
-            "--record-size": self.record_size,
+            "--record-size": self.record_size, "--proxy-connections": self.proxy_connections,
         }.items():  # fmt: skip
             if count <= 0:
                 raise BenchError(f"{flag} must be positive")
@@ -201,16 +210,23 @@ class _Compare:
         bench = self._bench_settings()
         run = _Run(bench, self.console, self.progress, f"{self.run_id}-{spec.key}")
         run.bootstrap = system.bootstrap
-        run.broker_pids = list(system.pids)
+        run.proxy_pids = list(system.proxy_pids)
+        run.broker_pids = [pid for pid in system.pids if pid not in run.proxy_pids]
         run.system_problem = system.problem
         phases: dict[str, Any] = {}
         workloads = [w for w in settings.workloads if spec.brokers == 1 or w in CLUSTER_WORKLOADS]
         produced = []
+        if "connections" in workloads and run.proxy_pids:
+            # First: on a fresh proxy, growth of its RSS is the connections' (see _connection_probe).
+            with self._task(f"{spec.label}: {settings.proxy_connections} client connections to the proxy"):
+                phases["connections"] = measure_connection_memory(
+                    run.proxy_pids[0], system.bootstrap, settings.proxy_connections
+                )
         if settings.warmup_s > 0:
             warm = replace(bench, duration_s=settings.warmup_s)
             warmup = _Run(warm, self.console, self.progress, f"{self.run_id}-{spec.key}-warmup")
             warmup.bootstrap, warmup.system_problem = system.bootstrap, system.problem
-            warmup.broker_pids = run.broker_pids
+            warmup.broker_pids, warmup.proxy_pids = run.broker_pids, run.proxy_pids
             phase = warmup.produce(0, "1", settings.producers)
             phases["warmup"] = {**phase, "kind": "warmup", "name": "warm-up (not compared)"}
             run.topics += warmup.topics
@@ -230,15 +246,25 @@ class _Compare:
         with self._task(f"{spec.label}: deleting topics"):
             _delete_topics(system.bootstrap, run.topics)
         if "latency" in workloads:
-            max_rate = phases["produce_acks_1"]["records_per_s"]
+            max_rate, rate_of = self._latency_basis(spec, phases)
             for load in settings.latency_loads:
                 quiet = run._settle()
                 phase = self.latency(spec, system, run, load, max_rate)
-                phases[f"latency_{round(load * 100)}"] = {**phase, "settle": quiet}
+                phases[f"latency_{round(load * 100)}"] = {**phase, "rate_of": rate_of, "settle": quiet}
         if "metadata" in workloads:
             quiet = run._settle()
             phases["metadata"] = {**self.metadata(spec, system, run), "settle": quiet}
         return phases
+
+    def _latency_basis(self, spec: SystemSpec, phases: dict[str, Any]) -> tuple[float, str]:
+        """(acks=1 records/s the latency loads are shares of, whose rate it is): see the module rules."""
+        proxied, direct = PROXIED
+        if spec.product == proxied:
+            measured = self.systems.get(SystemSpec(direct, spec.brokers).key, {})
+            rate = (measured.get("phases") or {}).get("produce_acks_1", {}).get("records_per_s")
+            if rate:
+                return rate, measured["label"]
+        return phases["produce_acks_1"]["records_per_s"], spec.label
 
     def _create(self, bootstrap: str, topic: str, partitions: int, replication: int) -> None:
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
@@ -290,7 +316,7 @@ class _Compare:
             with self._task(label, settings.latency_s) as task:
                 consumers.wait_ready()
                 producers.wait_ready()
-                meter = _CpuMeter(run.broker_pids, None)
+                meter = _CpuMeter(run.broker_pids, None, run.proxy_pids)
                 consumers.release()
                 began = producers.release()
 
@@ -365,7 +391,7 @@ class _Compare:
                 group.add(metadata_worker, job)
             with self._task(f"{spec.label}: Metadata with {count:,} partitions", settings.metadata_s) as task:
                 group.wait_ready()
-                meter = _CpuMeter(run.broker_pids, None)
+                meter = _CpuMeter(run.broker_pids, None, run.proxy_pids)
                 began = group.release()
 
                 def tick() -> None:

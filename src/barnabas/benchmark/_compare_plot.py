@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 __all__ = ["plot_latency"]
 
 _STYLES = {"p50": "-", "p99": "--", "p99.9": ":"}
-_COLOURS = {"barnabas": "tab:blue", "kafka": "tab:orange", "tansu": "tab:green"}
+_COLOURS = {"barnabas": "tab:blue", "barnabas-proxy": "tab:purple", "kafka": "tab:orange", "tansu": "tab:green"}
 
 
 def plot_latency(report: dict[str, Any], path: Path) -> Path | None:
@@ -41,7 +41,7 @@ def plot_latency(report: dict[str, Any], path: Path) -> Path | None:
             by_load.plot([p["load"] * 100 for p in runs], latencies, style, color=colour, marker="o", label=label)
             by_rate.plot([p["mb_per_s"] for p in runs], latencies, style, color=colour, marker="o", label=label)
     by_load.set_yscale("log")
-    by_load.set_xlabel("load, % of the system's own acks=1 produce maximum")
+    by_load.set_xlabel("load, % of the system's own acks=1 produce maximum (via proxy: of barnabas direct's)")
     by_load.set_ylabel("end-to-end latency, ms (log)")
     by_rate.set_xlabel("rate, MB/s of 1 KiB records")
     for axes in (by_load, by_rate):

@@ -161,6 +161,10 @@ class KafkaCluster:
     def pids(self) -> list[int]:
         return [n.proc.pid for n in self.nodes if n.proc is not None]
 
+    @property
+    def proxy_pids(self) -> list[int]:
+        return []
+
     def _java(self) -> str:
         java = shutil.which("java")
         if java is None:

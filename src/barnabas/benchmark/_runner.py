@@ -6,7 +6,8 @@ Rules this module keeps:
   ingress, loopback egress, produce (each acks value × each producer count, one fresh topic
   each), consume (every topic of the repetition). Each measured phase starts with a clean page
   cache: ``os.sync()`` first, its time recorded as the phase's ``settle``.
-- Each phase records its CPU use in cores: the broker (from /proc, when its pid is known), the
+- Each phase records its CPU use in cores: the broker (from /proc, when its pid is known), a proxy
+  node in front of it (compare's ``barnabas-proxy``: ``proxy``, only when there is one), the
   benchmark's client processes (their own CPU clocks), this process, py-spy, kernel threads
   (page writeback, softirqs: partly work done for the broker), the whole machine, steal, and the
   rest ("other": other users' processes on the machine at the time).
@@ -64,11 +65,15 @@ def _brokers_cpu_s(pids: Sequence[int]) -> float | None:
 class _CpuMeter:
     """CPU use of the machine and of known processes over one phase, in cores."""
 
-    def __init__(self, broker_pids: Sequence[int], py_spy: PySpyRecorder | None) -> None:
+    def __init__(
+        self, broker_pids: Sequence[int], py_spy: PySpyRecorder | None, proxy_pids: Sequence[int] = ()
+    ) -> None:
         self.broker_pids = tuple(broker_pids)
+        self.proxy_pids = tuple(proxy_pids)
         self.py_spy_pid = py_spy.cpu_pid() if py_spy is not None else None
         self.machine = CpuSample.take()
         self.broker = _brokers_cpu_s(self.broker_pids)
+        self.proxy = _brokers_cpu_s(self.proxy_pids)
         self.py_spy = process_cpu_s(self.py_spy_pid) if self.py_spy_pid else None
         self.bench = time.process_time()
         self.kernel = kernel_threads_cpu_s()
@@ -83,6 +88,7 @@ class _CpuMeter:
             return None if before is None or after is None else (after - before) / elapsed
 
         broker = delta(self.broker, self.broker_pids)
+        proxy = delta(self.proxy, self.proxy_pids)
         py_spy = delta(self.py_spy, (self.py_spy_pid,) if self.py_spy_pid else ())
         bench = (time.process_time() - self.bench) / elapsed
         clients = client_cpu_s / elapsed
@@ -91,14 +97,14 @@ class _CpuMeter:
         system = steal = other = None
         if machine is not None and self.machine is not None:
             system, steal = machine.cores_since(self.machine)
-            other = max(0.0, system - (broker or 0.0) - (py_spy or 0.0) - bench - clients - kernel)
-        return {
-            name: None if value is None else round(value, 3)
-            for name, value in {
-                "broker": broker, "clients": clients, "bench": bench, "py_spy": py_spy,
-                "kernel_threads": kernel, "system": system, "steal": steal, "other": other,
-            }.items()
+            other = max(0.0, system - (broker or 0.0) - (proxy or 0.0) - (py_spy or 0.0) - bench - clients - kernel)
+        cores = {
+            "broker": broker, "clients": clients, "bench": bench, "py_spy": py_spy,
+            "kernel_threads": kernel, "system": system, "steal": steal, "other": other,
         }  # fmt: skip
+        if self.proxy_pids:
+            cores["proxy"] = proxy
+        return {name: None if value is None else round(value, 3) for name, value in cores.items()}
 
 
 class _Run:
@@ -114,6 +120,8 @@ class _Run:
         self.broker_pid = settings.broker_pid
         #: Every broker process whose CPU a phase counts (a cluster has several; see compare).
         self.broker_pids: list[int] = [settings.broker_pid] if settings.broker_pid else []
+        #: Proxy nodes in front of the brokers (compare's barnabas-proxy): their CPU is counted apart.
+        self.proxy_pids: list[int] = []
         #: Why a system started elsewhere (compare) stopped running, or None; checked by every phase.
         self.system_problem: Callable[[], str | None] = lambda: None
         self.py_spy_exe = find_py_spy() if settings.profile else None
@@ -305,7 +313,7 @@ class _Run:
                 group.wait_ready()
                 # py-spy attaches (and the CPU meter starts) before the workers are released.
                 with self._profiled(self._phase_id(rep, f"produce-acks{acks}-x{producers}")) as recorder:
-                    meter = _CpuMeter(self.broker_pids, recorder)
+                    meter = _CpuMeter(self.broker_pids, recorder, self.proxy_pids)
                     began = group.release()
 
                     def tick() -> None:
@@ -398,7 +406,7 @@ class _Run:
                 group.wait_ready()
                 # py-spy attaches (and the CPU meter starts) before the workers are released.
                 with self._profiled(self._phase_id(rep, f"consume-x{consumers}")) as recorder:
-                    meter = _CpuMeter(self.broker_pids, recorder)
+                    meter = _CpuMeter(self.broker_pids, recorder, self.proxy_pids)
                     began = group.release()
 
                     def tick() -> None:

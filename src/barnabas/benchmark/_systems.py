@@ -2,11 +2,16 @@
 
 Rules this module keeps:
 
-- A system is a product (``barnabas``, ``kafka``, ``tansu``) on a number of brokers (1 or 3).
+- A system is a product (``barnabas``, ``barnabas-proxy``, ``kafka``, ``tansu``) on a number of
+  brokers (1 or 3).
   On 3 brokers every topic gets replication factor 3 and ``min.insync.replicas=2`` (the broker
   defaults set here), so acks=all waits for two followers' worth of replication.
 - barnabas runs as ``python -m barnabas broker`` processes (three share one embedded SQLite
   coordination file); Kafka as KRaft JVMs (``_kafka``); Tansu as one memory-storage process.
+- ``barnabas-proxy`` is the same barnabas cluster with one ``barnabas proxy`` node in front
+  (``barnabas.testing.ProxyNode``, a process): its bootstrap is the proxy's address only, its
+  ``pids`` include the proxy's, and ``proxy_pids`` names it so its CPU is reported apart from the
+  brokers'.
 - A combination that cannot be measured honestly is "not applicable" with a one-line reason
   (``not_applicable``) and is never started.
 - Every started process is stopped by its pid through ``stop()``.
@@ -23,15 +28,16 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from barnabas import __version__
+from barnabas.testing import ProxyNode, ServerStartError, free_ports
 
 from ._broker import BrokerProcess
 from ._kafka import KafkaCluster
+from ._names import NAMES
 from ._settings import BenchError
 from ._tansu import TansuBroker
 
 __all__ = ["RunningSystem", "SystemSpec", "build_system", "not_applicable"]
 
-_NAMES = {"barnabas": "barnabas", "kafka": "Kafka", "tansu": "Tansu"}
 _CLUSTER_TIMEOUT_S = 60.0
 
 
@@ -48,7 +54,7 @@ class SystemSpec:
 
     @property
     def name(self) -> str:
-        return _NAMES[self.product]
+        return NAMES[self.product]
 
     @property
     def label(self) -> str:
@@ -62,7 +68,12 @@ class RunningSystem(Protocol):
     def bootstrap(self) -> str: ...
 
     @property
-    def pids(self) -> list[int]: ...
+    def pids(self) -> list[int]:
+        """Every process of the system whose CPU a phase counts (proxy nodes included)."""
+
+    @property
+    def proxy_pids(self) -> list[int]:
+        """Those of ``pids`` that are proxy nodes (their CPU is reported apart from the brokers')."""
 
     @property
     def version(self) -> str: ...
@@ -115,6 +126,10 @@ class BarnabasCluster:
     def pids(self) -> list[int]:
         return [b.pid for b in self.brokers if b.proc is not None]
 
+    @property
+    def proxy_pids(self) -> list[int]:
+        return []
+
     def start(self) -> BarnabasCluster:
         """Start every broker; with several, wait until Metadata lists all of them.
 
@@ -153,6 +168,59 @@ class BarnabasCluster:
             broker.stop()
 
 
+class ProxiedCluster:
+    """A BarnabasCluster with one ``barnabas proxy`` node in front; clients bootstrap from the proxy only."""
+
+    def __init__(self, base: Path, size: int, settings: tuple[str, ...] = ()) -> None:
+        self.cluster = BarnabasCluster(base, size, settings)
+        self.directory = base / "proxy"
+        self.proxy: ProxyNode | None = None
+        self.version = __version__
+
+    @property
+    def bootstrap(self) -> str:
+        assert self.proxy is not None, "not started"
+        return self.proxy.bootstrap
+
+    @property
+    def pids(self) -> list[int]:
+        return self.cluster.pids + self.proxy_pids
+
+    @property
+    def proxy_pids(self) -> list[int]:
+        pid = self.proxy.pid if self.proxy is not None else None
+        return [pid] if pid is not None else []
+
+    def start(self) -> ProxiedCluster:
+        """Start the brokers, then the proxy node, which reads the whole cluster before it serves.
+
+        Raises:
+            BenchError: a broker or the proxy did not start.
+        """
+        self.cluster.start()
+        # A free port rather than port 0: ProxyNode names its files after the port and advertises it.
+        self.proxy = ProxyNode(self.directory, self.cluster.bootstrap, free_ports(1)[0])
+        try:
+            self.proxy.start()
+        except ServerStartError as exc:
+            last = str(exc).strip().splitlines()[-1]
+            raise BenchError(f"the proxy did not start: {last}") from None
+        return self
+
+    def problem(self) -> str | None:
+        if problem := self.cluster.problem():
+            return problem
+        if self.proxy is not None and self.proxy.pid is not None and not self.proxy.running:
+            last = self.proxy.tail(1)
+            return f"the proxy exited with code {self.proxy.process.exit_code}: {last or 'no output'}"
+        return None
+
+    def stop(self) -> None:
+        if self.proxy is not None:
+            self.proxy.stop()
+        self.cluster.stop()
+
+
 def build_system(
     spec: SystemSpec, base: Path, kafka_lib: Path | None, barnabas_settings: tuple[str, ...] = ()
 ) -> RunningSystem:
@@ -164,6 +232,8 @@ def build_system(
     base.mkdir(parents=True, exist_ok=True)
     if spec.product == "barnabas":
         return BarnabasCluster(base, spec.brokers, barnabas_settings)
+    if spec.product == "barnabas-proxy":
+        return ProxiedCluster(base, spec.brokers, barnabas_settings)
     if spec.product == "kafka":
         assert kafka_lib is not None
         return KafkaCluster(base, spec.brokers, kafka_lib, _replication_settings(spec.brokers))

