@@ -25,6 +25,7 @@ from ._errors import (
     UnsupportedApiError,
 )
 from ._fetch_response import FetchPartitionResult, encode_fetch_response
+from ._fetch_response_scan import fetch_response_names_nodes
 from ._framing import LARGE_FRAME, NEED_DATA, FrameReader, NeedData
 from ._metadata_response import (
     MetadataBroker,
@@ -110,6 +111,7 @@ __all__ = [
     "encode_produce_response",
     "encode_request",
     "encode_response",
+    "fetch_response_names_nodes",
     "frame_with_header",
     "iter_batch_headers",
     "make",

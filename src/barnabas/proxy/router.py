@@ -34,6 +34,7 @@ from barnabas.protocol import (
     encode_api_versions_error,
     encode_request,
     encode_response,
+    fetch_response_names_nodes,
     make,
     peek_header,
     request_class,
@@ -460,8 +461,7 @@ class Router:
         placement = await self._place_all(body, spec)
         leaders = {b.broker_id: b for b in placement.values() if b is not None}
         acks = body.acks if isinstance(body, ProduceRequestData) else None
-        whole = len(leaders) == 1 and None not in placement.values()
-        if whole and not (api_key in (PRODUCE, FETCH) and version >= _REWRITTEN_FROM[api_key]):
+        if len(leaders) == 1 and None not in placement.values():
             (broker,) = leaders.values()
             return await self._relay_whole(
                 turn, broker, frame, correlation_id, expect=acks != 0, timeout_s=self._timeout_of(api_key, body)
@@ -514,12 +514,24 @@ class Router:
         expect: bool,
         timeout_s: float,
     ) -> Answer:
-        """Every partition has one leader: relay the request as it came and its answer as it goes."""
+        """Every partition has one leader: relay the request as it came, and its answer as it came unless it
+        names a node (a KIP-951 new leader, a KIP-392 preferred replica), which is decoded and rewritten."""
         try:
             payload = await self._relay(turn, broker, frame, expect=expect, timeout_s=timeout_s)
         except BrokerConnectionError:
             return self._all_failed(frame) if expect else None
-        return None if payload is None else _client_answer(payload, correlation_id)
+        if payload is None:
+            return None
+        api_key, version, _ = peek_header(frame)
+        if api_key == FETCH and version >= _REWRITTEN_FROM[FETCH] and fetch_response_names_nodes(payload, version):
+            _, response = decode_response(FETCH, version, payload)
+            rewritten = rewrite_fetch(response, version, self.view, self.nodes, lambda topic: topic.topic)
+            return encode_response(correlation_id, rewritten)
+        if api_key == PRODUCE and version >= _REWRITTEN_FROM[PRODUCE]:
+            _, response = decode_response(PRODUCE, version, payload)  # small: no records in it
+            if _produce_names_nodes(response):
+                return encode_response(correlation_id, rewrite_produce(response, version, self.view, self.nodes))
+        return _client_answer(payload, correlation_id)
 
     def _all_failed(self, frame: bytes | memoryview) -> bytes:
         """Every partition of the request answered NOT_LEADER_OR_FOLLOWER: its leader is unreachable."""
@@ -567,6 +579,18 @@ class Router:
 
 
 _BACKGROUND: set[asyncio.Task[None]] = set()
+
+
+def _produce_names_nodes(response: Any) -> bool:
+    """Whether a Produce answer names a node: a new leader of a partition (KIP-951), node endpoints."""
+    if getattr(response, "node_endpoints", ()):
+        return True
+    for topic in response.responses:
+        for partition in topic.partition_responses:
+            leader = getattr(partition, "current_leader", None)
+            if leader is not None and int(leader.leader_id) >= 0:
+                return True
+    return False
 
 
 def _seconds(duration: Any) -> float:
