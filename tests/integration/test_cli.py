@@ -297,6 +297,20 @@ def test_a_reader_that_goes_away_ends_consume_quietly(broker: BrokerProcess, top
     assert b"Traceback" not in reader.stderr.read()
 
 
+def test_a_reader_that_goes_away_after_the_last_record_ends_consume(broker: BrokerProcess) -> None:
+    """`consume T | head -1` on a topic of one record: nothing more is ever written, so no write can fail;
+    consume must notice the closed pipe while it waits."""
+    ok("topics", "create", "single", "-p", "1", "-b", broker.bootstrap)
+    ok("produce", "single", "-b", broker.bootstrap, stdin=b"only\n")
+    command = [sys.executable, "-m", "barnabas", "consume", "single", "-o", "earliest", "-b", broker.bootstrap]
+    reader = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert reader.stdout is not None and reader.stderr is not None
+    assert reader.stdout.readline() == b"only\n"
+    reader.stdout.close()
+    assert reader.wait(30) == 0
+    assert b"Traceback" not in reader.stderr.read()
+
+
 def test_topics_describe_alter_config_and_add_partitions(broker: BrokerProcess) -> None:
     ok("topics", "create", "grown", "-p", "1", "-c", "retention.ms=60000", "-b", broker.bootstrap)
     ok("produce", "grown", "-b", broker.bootstrap, stdin=b"a\nb\nc\n")

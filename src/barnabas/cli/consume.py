@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import select
 import sys
 import time
 from typing import Any, BinaryIO
@@ -85,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         while args.max_messages is None or seen < args.max_messages:
             message = consumer.poll(POLL_S)
             if message is None:
+                if _reader_gone(out.fileno()):
+                    raise BrokenPipeError  # `| head -1` got its line while nothing new was coming
                 idle += POLL_S
                 if args.idle_timeout is not None and idle >= args.idle_timeout:
                     break
@@ -198,6 +201,18 @@ def _text(data: bytes | None) -> str | None:
 def _write(out: BinaryIO, data: bytes) -> None:
     out.write(data)
     out.flush()
+
+
+def _reader_gone(fd: int) -> bool:
+    """Whether ``fd`` is a pipe whose reader has closed it: poll reports an error on the write end.
+
+    Checked while no record arrives, so that ``barnabas consume T | head -1`` ends once ``head`` has
+    its line, even when every record was written before it left (a write would have failed only
+    on the next record).
+    """
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
 
 
 def _quiet_stdout() -> None:
