@@ -291,9 +291,13 @@ def test_a_reader_that_goes_away_ends_consume_quietly(broker: BrokerProcess, top
     command = [sys.executable, "-m", "barnabas", "consume", topic, "-o", "earliest", "-b", broker.bootstrap]
     reader = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert reader.stdout is not None and reader.stderr is not None
-    reader.stdout.readline()
-    reader.stdout.close()  # `| head -1`
-    assert reader.wait(60) == 0
+    try:
+        reader.stdout.readline()
+        reader.stdout.close()  # `| head -1`
+        assert reader.wait(60) == 0
+    finally:
+        reader.kill()  # stopped by pid whatever happened (a no-op once it has exited)
+        reader.wait()
     assert b"Traceback" not in reader.stderr.read()
 
 
@@ -305,9 +309,13 @@ def test_a_reader_that_goes_away_after_the_last_record_ends_consume(broker: Brok
     command = [sys.executable, "-m", "barnabas", "consume", "single", "-o", "earliest", "-b", broker.bootstrap]
     reader = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert reader.stdout is not None and reader.stderr is not None
-    assert reader.stdout.readline() == b"only\n"
-    reader.stdout.close()
-    assert reader.wait(30) == 0
+    try:
+        assert reader.stdout.readline() == b"only\n"
+        reader.stdout.close()
+        assert reader.wait(30) == 0
+    finally:
+        reader.kill()  # stopped by pid whatever happened (a no-op once it has exited)
+        reader.wait()
     assert b"Traceback" not in reader.stderr.read()
 
 
