@@ -19,6 +19,9 @@ from __future__ import annotations
 import struct
 from typing import Final
 
+from ._errors import RemoteProtocolError
+from ._requests import _read_uvarint
+
 __all__ = ["FETCH_SCAN_VERSIONS", "fetch_response_names_nodes"]
 
 #: Versions fetch_response_names_nodes walks.
@@ -42,7 +45,7 @@ def fetch_response_names_nodes(frame: bytes | bytearray | memoryview, version: i
         return True
     try:
         return _walk(memoryview(frame), version)
-    except (_UnwalkableError, struct.error, IndexError):
+    except (_UnwalkableError, RemoteProtocolError, struct.error, IndexError):
         return True
 
 
@@ -82,22 +85,9 @@ def _walk(view: memoryview, version: int) -> bool:
     return False
 
 
-def _uvarint(view: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = view[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 35:
-            raise _UnwalkableError("varint too long")
-
-
 def _count(view: memoryview, pos: int, flexible: bool, *, nullable: bool = False) -> tuple[int, int]:
     if flexible:
-        length, pos = _uvarint(view, pos)
+        length, pos = _read_uvarint(view, pos, "FetchResponse")
         if length == 0 and not nullable:
             raise _UnwalkableError("null array")
         return max(length - 1, 0), pos
@@ -109,7 +99,7 @@ def _count(view: memoryview, pos: int, flexible: bool, *, nullable: bool = False
 
 def _skip_string(view: memoryview, pos: int, flexible: bool) -> int:
     if flexible:
-        length, pos = _uvarint(view, pos)
+        length, pos = _read_uvarint(view, pos, "FetchResponse")
         return pos + max(length - 1, 0)
     length = int(_INT16.unpack_from(view, pos)[0])
     return pos + 2 + max(length, 0)
@@ -117,7 +107,7 @@ def _skip_string(view: memoryview, pos: int, flexible: bool) -> int:
 
 def _skip_bytes(view: memoryview, pos: int, flexible: bool) -> int:
     if flexible:
-        length, pos = _uvarint(view, pos)
+        length, pos = _read_uvarint(view, pos, "FetchResponse")
         end = pos + max(length - 1, 0)
     else:
         (length,) = _INT32.unpack_from(view, pos)
