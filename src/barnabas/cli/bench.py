@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ._options import key_values
 from .errors import CliError
 
 
@@ -21,16 +22,6 @@ def _acks(text: str) -> tuple[str, ...]:
     if any(v not in ("0", "1", "all") for v in values):
         raise argparse.ArgumentTypeError(f"acks are 0, 1 or all, got {text!r}")
     return values
-
-
-def _pairs(items: list[str], flag: str) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise CliError(f"{flag} {item!r}: expected KEY=VALUE")
-        out[key.strip()] = value
-    return out
 
 
 def register(commands: Any) -> None:
@@ -270,8 +261,8 @@ def run(args: argparse.Namespace) -> int:
         profile_rate=args.profile_rate,
         profile_native=args.profile_native,
         broker_settings=tuple(args.broker_set),
-        producer_overrides=_pairs(args.producer_config, "--producer-config"),
-        consumer_overrides=_pairs(args.consumer_config, "--consumer-config"),
+        producer_overrides=key_values(args.producer_config, "--producer-config"),
+        consumer_overrides=key_values(args.consumer_config, "--consumer-config"),
         show_progress=not args.no_progress,
         wait_idle_s=args.wait_idle,
     )

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ._options import key_values
 from .errors import CliError
 
 log = logging.getLogger("barnabas.cli")
@@ -44,12 +45,7 @@ def register(commands: Any) -> None:
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, str]:
-    overrides: dict[str, str] = {}
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise CliError(f"--set {item!r}: expected KEY=VALUE")
-        overrides[key.strip()] = value
+    overrides = key_values(args.set, "--set")
     if args.id is not None:
         overrides["broker.id"] = str(args.id)
     if args.listen:

@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from ._options import key_values
 from .broker import without_test_data_generators, write_port_file
 from .errors import CliError
 
@@ -49,12 +50,7 @@ def register(commands: Any) -> None:
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, str]:
-    overrides: dict[str, str] = {}
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise CliError(f"--set {item!r}: expected KEY=VALUE")
-        overrides[key.strip()] = value
+    overrides = key_values(args.set, "--set")
     flags = {
         "listeners": f"PLAINTEXT://{args.listen}" if args.listen else None,
         "advertised.listeners": f"PLAINTEXT://{args.advertise}" if args.advertise else None,
