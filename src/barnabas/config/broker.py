@@ -36,7 +36,7 @@ from .definitions import (
     at_least,
     between,
     one_of,
-    parse_properties,
+    read_properties_file,
 )
 
 __all__ = ["BROKER_CONFIGS", "BrokerConfig", "Listener", "load_broker_config"]
@@ -324,14 +324,7 @@ def load_broker_config(
     Raises:
         ConfigError: an unknown key, an unreadable file or an invalid value.
     """
-    raw: dict[str, tuple[str, str]] = {}  # key -> (value, origin)
-    if file is not None:
-        try:
-            text = file.read_text()
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from None
-        for key, value in parse_properties(text, str(file)).items():
-            raw[key] = (value, str(file))
+    raw = read_properties_file(file) if file is not None else {}  # key -> (value, origin)
     env = os.environ if environ is None else environ
     raw.update(_settings_from_env(env))
     for key, value in (overrides or {}).items():

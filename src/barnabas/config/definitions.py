@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "between",
     "one_of",
     "parse_properties",
+    "read_properties_file",
 ]
 
 INT32_MAX = 2**31 - 1
@@ -142,6 +144,19 @@ def one_of(*choices: str) -> Validator:
         return f"{bad[0]!r} is not one of {', '.join(choices)}" if bad else None
 
     return check
+
+
+def read_properties_file(file: Path) -> dict[str, tuple[str, str]]:
+    """A properties file's settings, each with where it came from (the file's name).
+
+    Raises:
+        ConfigError: the file cannot be read or a line does not parse.
+    """
+    try:
+        text = file.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from None
+    return {key: (value, str(file)) for key, value in parse_properties(text, str(file)).items()}
 
 
 def parse_properties(text: str, origin: str = "properties") -> dict[str, str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .broker import Listener, parse_listener
-from .definitions import ConfigDef, ConfigError, ConfigType, at_least, parse_properties
+from .definitions import ConfigDef, ConfigError, ConfigType, at_least, read_properties_file
 
 __all__ = ["PROXY_CONFIGS", "ProxyConfig", "load_proxy_config"]
 
@@ -82,13 +82,7 @@ def load_proxy_config(file: Path | None = None, overrides: Mapping[str, str] | N
     Raises:
         ConfigError: an unknown key, an unreadable file, an invalid value, or no bootstrap servers.
     """
-    raw: dict[str, tuple[str, str]] = {}
-    if file is not None:
-        try:
-            text = file.read_text()
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from None
-        raw.update({key: (value, str(file)) for key, value in parse_properties(text, str(file)).items()})
+    raw = read_properties_file(file) if file is not None else {}
     raw.update({key: (value, "command line") for key, value in (overrides or {}).items()})
     values = {key: definition.default for key, definition in PROXY_CONFIGS.items()}
     for key, (value, origin) in raw.items():
