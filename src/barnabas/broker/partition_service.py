@@ -15,7 +15,10 @@ follower's fetch tells its leader, live here rather than in one of the handlers:
   coordinator's own small records);
 - ``track_follower`` records a follower's fetch offset in the broker epoch it was registered in
   when the fetch arrived: it may move the high watermark (waking consumers) and let the follower
-  back into the ISR.
+  back into the ISR;
+- ``followers`` is the follower side (:mod:`.follower_appends`): the replica fetchers append the
+  leader's batches and truncate through it. It lives below the replica manager, which builds it
+  and hands it to each fetcher; this service only names it, so appending has one home.
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ class PartitionService:
     def __init__(self, node: NodeState, replicas: ReplicaManager) -> None:
         self.node = node
         self.replicas = replicas
+        self.followers = replicas.followers
 
     def leader_partition(
         self, topic: str, partition: int, current_leader_epoch: int = -1

@@ -10,11 +10,15 @@ slices, read back here) is decoded with kio, the way h11 tests a connection with
 from __future__ import annotations
 
 import contextlib
+import datetime
 import inspect
 import itertools
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.types import TopicName
 
 from barnabas.broker import Broker
 from barnabas.broker.registry import CLOSE_CONNECTION
@@ -64,6 +68,16 @@ class InMemoryBroker:
         answered_id, response = decode_response(api_key, version, payload[4:])
         assert answered_id == correlation_id
         return response
+
+    async def create_topic(self, name: str, partitions: int = 1) -> None:
+        """Create a topic through the CreateTopics handler (replication factor 1, no overrides)."""
+        topic = CreatableTopic(
+            name=TopicName(name), num_partitions=partitions, replication_factor=1, assignments=(), configs=()
+        )
+        timeout = datetime.timedelta(seconds=10)
+        response = await self.call(19, 7, CreateTopicsRequest(topics=(topic,), timeout=timeout, validate_only=False))
+        (result,) = response.topics
+        assert result.error_code == 0, result
 
 
 def _joined(result: Any) -> bytes:

@@ -32,6 +32,7 @@ from barnabas.client import BrokerConnectionError, KafkaClient
 from barnabas.protocol import ErrorCode, request_class
 
 if TYPE_CHECKING:
+    from ..follower_appends import FollowerAppends
     from ..state import NodeState
 
 __all__ = ["ReplicaFetcher"]
@@ -68,8 +69,9 @@ class _Followed:
 
 
 class ReplicaFetcher:
-    def __init__(self, state: NodeState, leader_id: int) -> None:
+    def __init__(self, state: NodeState, followers: FollowerAppends, leader_id: int) -> None:
         self.state = state
+        self.followers = followers
         self.leader_id = leader_id
         self.partitions: dict[TopicPartition, _Followed] = {}
         self._task: asyncio.Task[None] | None = None
@@ -235,7 +237,7 @@ class ReplicaFetcher:
             target = min(end_offset, local_epoch_end if local_epoch >= 0 else local_end, local_end)
         target = max(target, partition_log.log_start_offset)
         if target < local_end:
-            partition_log.truncate_to(target, self.state.now_ms())
+            self.followers.truncate_to(partition_log, target)
             log.warning(
                 "%s-%d: truncated from %d to %d to match leader %d (epoch %d ends at %d there)",
                 *tp, local_end, partition_log.log_end_offset, self.leader_id, epoch, end_offset,
@@ -306,7 +308,7 @@ class ReplicaFetcher:
             if 0 <= sent[1] < leader_start:
                 log.warning("%s-%d: leader %d starts at %d, past our end %d; starting over there",
                             *tp, self.leader_id, leader_start, sent[1])  # fmt: skip
-                partition_log.truncate_fully_and_start_at(leader_start, self.state.now_ms())
+                self.followers.start_over_at(partition_log, leader_start)
             else:
                 log.warning(
                     "%s-%d: offset %d out of range on leader %d; truncating again", *tp, sent[1], self.leader_id
@@ -321,8 +323,4 @@ class ReplicaFetcher:
             log.warning("%s-%d: leader %d answered %s", *tp, self.leader_id, code.name)
             self._pause(tp)
             return
-        records = result.records
-        if records:
-            partition_log.append_as_follower(records, self.state.now_ms())
-        partition_log.high_watermark = min(int(result.high_watermark), partition_log.log_end_offset)
-        self.state.fetch_waiters.notify(tp)
+        self.followers.append(tp, partition_log, result.records, int(result.high_watermark))

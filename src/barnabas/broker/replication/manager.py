@@ -31,6 +31,7 @@ from barnabas.cluster import PartitionState, Topic, describe_partitions
 from barnabas.coordination import CoordinationError, VersionConflictError
 from barnabas.log import PartitionLog
 
+from ..follower_appends import FollowerAppends
 from ..topic_admin import reconcile_local_logs, stored_log_config
 from .fetcher import ReplicaFetcher
 from .leader import LeaderReplica
@@ -48,6 +49,8 @@ TopicPartition = tuple[str, int]
 class ReplicaManager:
     def __init__(self, state: NodeState) -> None:
         self.state = state
+        #: The follower side of appending, which every fetcher writes through.
+        self.followers = FollowerAppends(state)
         self.leaders: dict[TopicPartition, LeaderReplica] = {}
         #: Partitions followed: (leader id, leader epoch).
         self.following: dict[TopicPartition, tuple[int, int]] = {}
@@ -254,7 +257,7 @@ class ReplicaManager:
         self.following[tp] = (leader_id, leader_epoch)
         fetcher = self.fetchers.get(leader_id)
         if fetcher is None:
-            fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.state, leader_id)
+            fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.state, self.followers, leader_id)
             fetcher.start()
         fetcher.add(tp, leader_epoch)
         self._roles.note(tp, f"following broker {leader_id}", leader_epoch)
