@@ -108,6 +108,10 @@ class PartitionService:
             return ErrorCode.unknown_leader_epoch
         return LeaderPartition(leader, leader.log, leader.state)
 
+    def still_leads(self, topic_name: str, index: int, leader: LeaderReplica) -> bool:
+        """Whether ``leader`` (the replica that took an append) is still this broker's leader of the partition."""
+        return not leader.resigned and self.replicas.leader(topic_name, index) is leader
+
     def min_insync(self, topic_name: str) -> int:
         """The topic's ``min.insync.replicas`` (its override, else the broker's)."""
         overrides = self.node.topics.topics[topic_name].config

@@ -9,13 +9,13 @@ from __future__ import annotations
 from barnabas.protocol import ErrorCode, Request, encode_response
 
 from ..registry import ApiSpec
-from ..state import BrokerState
 from ._build import NO_THROTTLE, make, response_types
+from ._needs import RegistryNeeds
 
 API_KEY = 18
 
 
-def handle(state: BrokerState, request: Request) -> bytes:
+def handle(state: RegistryNeeds, request: Request) -> bytes:
     types = response_types(API_KEY, request.header.api_version)
     keys = tuple(
         types.ApiVersion(api_key=key, min_version=low, max_version=high) for key, low, high in state.registry.versions()

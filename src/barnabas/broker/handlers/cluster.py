@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from barnabas.protocol import ErrorCode, Request, encode_response
 
 from ..registry import ApiSpec
-from ..state import BrokerState
 from ._build import NO_THROTTLE, make, response_types
+from ._needs import ClusterNeeds
 from ._view import view_of
 
 API_KEY = 60
@@ -26,7 +26,7 @@ class DescribeClusterRequest:
     endpoint_type: int = BROKERS_ENDPOINT
 
 
-def handle(state: BrokerState, request: Request) -> bytes:
+def handle(state: ClusterNeeds, request: Request) -> bytes:
     types = response_types(API_KEY, request.header.api_version)
     endpoint_type = view_of(DescribeClusterRequest, request.body).endpoint_type
     brokers = tuple(

@@ -22,9 +22,9 @@ from barnabas.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigSource, ConfigT
 from barnabas.protocol import ErrorCode, Request, encode_response
 
 from ..registry import ApiSpec
-from ..state import BrokerState
 from ..topic_admin import TopicAdminError, alter_topic_config
 from ._build import NO_THROTTLE, make, response_types
+from ._needs import NodeNeeds
 from ._view import view_of
 
 DESCRIBE_CONFIGS = 32
@@ -82,7 +82,7 @@ class IncrementalAlterConfigsRequest:
 
 
 def _topic_entries(
-    state: BrokerState, types: Any, name: str, keys: set[str] | None, *, synonyms: bool, docs: bool
+    state: NodeNeeds, types: Any, name: str, keys: set[str] | None, *, synonyms: bool, docs: bool
 ) -> tuple[Any, ...]:
     topic = state.node.topic(name)
     assert topic is not None
@@ -115,7 +115,7 @@ def _topic_entries(
     return tuple(entries)
 
 
-def _broker_entries(state: BrokerState, types: Any, keys: set[str] | None, docs: bool) -> tuple[Any, ...]:
+def _broker_entries(state: NodeNeeds, types: Any, keys: set[str] | None, docs: bool) -> tuple[Any, ...]:
     entries = []
     for key, definition in sorted(BROKER_CONFIGS.items()):
         if keys is not None and key not in keys:
@@ -130,7 +130,7 @@ def _broker_entries(state: BrokerState, types: Any, keys: set[str] | None, docs:
     return tuple(entries)
 
 
-def handle_describe_configs(state: BrokerState, request: Request) -> bytes:
+def handle_describe_configs(state: NodeNeeds, request: Request) -> bytes:
     types = response_types(DESCRIBE_CONFIGS, request.header.api_version)
     body = view_of(DescribeConfigsRequest, request.body)
     synonyms = body.include_synonyms
@@ -183,7 +183,7 @@ def _without_throttles(operations: Sequence[AlterableConfig], throttles: frozens
 
 
 def _apply_operations(
-    state: BrokerState, current: dict[str, str], operations: Sequence[AlterableConfig]
+    state: NodeNeeds, current: dict[str, str], operations: Sequence[AlterableConfig]
 ) -> dict[str, str | None]:
     names = [op.name for op in operations]
     if len(names) != len(set(names)):
@@ -217,7 +217,7 @@ def _apply_operations(
     return updated
 
 
-async def handle_incremental_alter_configs(state: BrokerState, request: Request) -> bytes:
+async def handle_incremental_alter_configs(state: NodeNeeds, request: Request) -> bytes:
     types = response_types(INCREMENTAL_ALTER_CONFIGS, request.header.api_version)
     body = view_of(IncrementalAlterConfigsRequest, request.body)
     results = []

@@ -13,8 +13,8 @@ from barnabas.log import errors as log_errors
 from barnabas.protocol import ErrorCode, Request, encode_response
 
 from ..registry import ApiSpec
-from ..state import BrokerState
 from ._build import NO_THROTTLE, make, response_types
+from ._needs import PartitionNeeds
 from ._view import view_of
 
 API_KEY = 21
@@ -39,7 +39,7 @@ class DeleteRecordsRequest:
     timeout_ms: int
 
 
-def handle(state: BrokerState, request: Request) -> bytes:
+def handle(state: PartitionNeeds, request: Request) -> bytes:
     types = response_types(API_KEY, request.header.api_version)
     body = view_of(DeleteRecordsRequest, request.body)
     topics = []

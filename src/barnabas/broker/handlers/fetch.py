@@ -28,7 +28,7 @@ from barnabas.log import errors as log_errors
 from barnabas.protocol import ErrorCode, FetchPartitionResult, Request, encode_fetch_response
 
 from ..registry import ApiSpec
-from ..state import BrokerState
+from ._needs import PartitionNeeds
 from ._view import view_of
 
 API_KEY = 1
@@ -86,7 +86,7 @@ def _error(
 
 
 def _read_partition(
-    state: BrokerState,
+    state: PartitionNeeds,
     topic_name: str,
     partition: FetchPartition,
     limit: int,
@@ -123,7 +123,7 @@ def _read_partition(
 
 
 def _read_all(
-    state: BrokerState, body: FetchRequest, max_bytes: int, replica: tuple[int, int] | None
+    state: PartitionNeeds, body: FetchRequest, max_bytes: int, replica: tuple[int, int] | None
 ) -> tuple[list[tuple[str, list[FetchPartitionResult[FileSlice]]]], int, bool]:
     read_committed = body.isolation_level == 1
     remaining = max_bytes
@@ -151,7 +151,7 @@ def _read_all(
     return results, total, errors
 
 
-async def handle(state: BrokerState, request: Request) -> list[bytes | memoryview | FileSlice]:
+async def handle(state: PartitionNeeds, request: Request) -> list[bytes | memoryview | FileSlice]:
     body = view_of(FetchRequest, request.body)
     max_bytes = min(body.max_bytes, int(state.node.config["fetch.max.bytes"]))
     min_bytes = body.min_bytes

@@ -14,8 +14,8 @@ from barnabas.groups import GroupState
 from barnabas.protocol import ErrorCode, Request, encode_response
 
 from ..registry import ApiSpec
-from ..state import BrokerState
 from ._build import NO_THROTTLE, make, response_types
+from ._needs import GroupNeeds
 from ._view import view_of
 
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
@@ -43,7 +43,7 @@ class DeleteGroupsRequest:
     groups_names: tuple[str, ...]
 
 
-def handle_list_groups(state: BrokerState, request: Request) -> bytes:
+def handle_list_groups(state: GroupNeeds, request: Request) -> bytes:
     types = response_types(LIST_GROUPS, request.header.api_version)
     body = view_of(ListGroupsRequest, request.body)
     wanted_states = {s.lower() for s in body.states_filter}
@@ -67,7 +67,7 @@ def handle_list_groups(state: BrokerState, request: Request) -> bytes:
     return encode_response(request.header.correlation_id, response)
 
 
-def handle_describe_groups(state: BrokerState, request: Request) -> bytes:
+def handle_describe_groups(state: GroupNeeds, request: Request) -> bytes:
     types = response_types(DESCRIBE_GROUPS, request.header.api_version)
     described = []
     for group_id in view_of(DescribeGroupsRequest, request.body).groups:
@@ -117,7 +117,7 @@ def handle_describe_groups(state: BrokerState, request: Request) -> bytes:
     return encode_response(request.header.correlation_id, response)
 
 
-async def handle_delete_groups(state: BrokerState, request: Request) -> bytes:
+async def handle_delete_groups(state: GroupNeeds, request: Request) -> bytes:
     types = response_types(DELETE_GROUPS, request.header.api_version)
     names = list(dict.fromkeys(view_of(DeleteGroupsRequest, request.body).groups_names))
     results = await state.groups.delete_groups(names)

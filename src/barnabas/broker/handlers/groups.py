@@ -17,8 +17,8 @@ from barnabas.protocol import ErrorCode, Request, encode_response
 from ..offsets_topic import OFFSETS_TOPIC
 from ..registry import ApiSpec
 from ..request_context import CLIENT_HOST
-from ..state import BrokerState
 from ._build import NO_THROTTLE, make, response_types
+from ._needs import GroupNeeds
 from ._view import view_of
 
 FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
@@ -109,7 +109,7 @@ class SyncGroupRequest:
 # -- FindCoordinator ---------------------------------------------------------------------------
 
 
-async def _locate(state: BrokerState, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+async def _locate(state: GroupNeeds, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
     """(error, message, node id, host, port) of the coordinator for ``key``."""
     unavailable = (ErrorCode.coordinator_not_available, None, -1, "", -1)
     if key_type == TRANSACTION_KEY:
@@ -126,7 +126,7 @@ async def _locate(state: BrokerState, key: str, key_type: int) -> tuple[ErrorCod
     return ErrorCode.none, None, broker.broker_id, broker.host, broker.port
 
 
-async def handle_find_coordinator(state: BrokerState, request: Request) -> bytes:
+async def handle_find_coordinator(state: GroupNeeds, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(FIND_COORDINATOR, version)
     body = view_of(FindCoordinatorRequest, request.body)
@@ -159,7 +159,7 @@ async def handle_find_coordinator(state: BrokerState, request: Request) -> bytes
 # -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup -----------------------------------------------
 
 
-async def handle_join_group(state: BrokerState, request: Request) -> bytes:
+async def handle_join_group(state: GroupNeeds, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(JOIN_GROUP, version)
     body = view_of(JoinGroupRequest, request.body)
@@ -201,7 +201,7 @@ def _protocol_name(version: int, name: str | None) -> str | None:
     return name if version >= 7 else name or ""
 
 
-async def handle_sync_group(state: BrokerState, request: Request) -> bytes:
+async def handle_sync_group(state: GroupNeeds, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(SYNC_GROUP, version)
     body = view_of(SyncGroupRequest, request.body)
@@ -225,7 +225,7 @@ async def handle_sync_group(state: BrokerState, request: Request) -> bytes:
     return encode_response(request.header.correlation_id, response)
 
 
-def handle_heartbeat(state: BrokerState, request: Request) -> bytes:
+def handle_heartbeat(state: GroupNeeds, request: Request) -> bytes:
     types = response_types(HEARTBEAT, request.header.api_version)
     body = view_of(HeartbeatRequest, request.body)
     code = state.groups.heartbeat(body.group_id, body.member_id, body.group_instance_id, body.generation_id)
@@ -233,7 +233,7 @@ def handle_heartbeat(state: BrokerState, request: Request) -> bytes:
     return encode_response(request.header.correlation_id, response)
 
 
-def handle_leave_group(state: BrokerState, request: Request) -> bytes:
+def handle_leave_group(state: GroupNeeds, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(LEAVE_GROUP, version)
     body = view_of(LeaveGroupRequest, request.body)

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from barnabas.protocol import ErrorCode, Request, encode_response
 
 from ..registry import ApiSpec
-from ..state import BrokerState
 from ._build import NO_THROTTLE, make, response_types
+from ._needs import PartitionNeeds
 from ._view import view_of
 
 API_KEY = 23
@@ -39,7 +39,7 @@ class OffsetForLeaderEpochRequest:
     replica_id: int = -2
 
 
-def handle(state: BrokerState, request: Request) -> bytes:
+def handle(state: PartitionNeeds, request: Request) -> bytes:
     types = response_types(API_KEY, request.header.api_version)
     body = view_of(OffsetForLeaderEpochRequest, request.body)
     topics = []

@@ -19,8 +19,8 @@ from barnabas.coordination import CoordinationError, FencedError
 from barnabas.protocol import ErrorCode, Request, encode_response
 
 from ..registry import ApiSpec
-from ..state import BrokerState
 from ._build import NO_THROTTLE, make, response_types
+from ._needs import ControllerNeeds
 from ._view import view_of
 
 ELECT_LEADERS = 43
@@ -119,7 +119,7 @@ def _per_topic(
     )
 
 
-async def handle_elect_leaders(state: BrokerState, request: Request) -> bytes:
+async def handle_elect_leaders(state: ControllerNeeds, request: Request) -> bytes:
     types = response_types(ELECT_LEADERS, request.header.api_version)
     body = view_of(ElectLeadersRequest, request.body)
     preferred = body.election_type == PREFERRED
@@ -151,7 +151,7 @@ async def handle_elect_leaders(state: BrokerState, request: Request) -> bytes:
     return encode_response(request.header.correlation_id, response)
 
 
-async def handle_alter_partition_reassignments(state: BrokerState, request: Request) -> bytes:
+async def handle_alter_partition_reassignments(state: ControllerNeeds, request: Request) -> bytes:
     types = response_types(ALTER_PARTITION_REASSIGNMENTS, request.header.api_version)
     body = view_of(AlterPartitionReassignmentsRequest, request.body)
     changes: dict[TopicPartition, Sequence[int] | None] = {}
@@ -184,7 +184,7 @@ async def handle_alter_partition_reassignments(state: BrokerState, request: Requ
     return encode_response(request.header.correlation_id, response)
 
 
-def handle_list_partition_reassignments(state: BrokerState, request: Request) -> bytes:
+def handle_list_partition_reassignments(state: ControllerNeeds, request: Request) -> bytes:
     types = response_types(LIST_PARTITION_REASSIGNMENTS, request.header.api_version)
     body = view_of(ListPartitionReassignmentsRequest, request.body)
     wanted: set[TopicPartition] | None = None

@@ -17,8 +17,8 @@ from barnabas.log import PartitionLog
 from barnabas.protocol import ErrorCode, Request, decode_batch_records, encode_response, parse_batch_header
 
 from ..registry import ApiSpec
-from ..state import BrokerState
 from ._build import NO_THROTTLE, make, response_types
+from ._needs import PartitionNeeds
 from ._view import view_of
 
 API_KEY = 2
@@ -77,7 +77,7 @@ def _max_timestamp(partition_log: PartitionLog) -> tuple[int, int] | None:
     return None
 
 
-def handle(state: BrokerState, request: Request) -> bytes:
+def handle(state: PartitionNeeds, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(API_KEY, version)
     body = view_of(ListOffsetsRequest, request.body)

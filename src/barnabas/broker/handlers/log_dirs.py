@@ -18,8 +18,8 @@ from typing import Any
 from barnabas.protocol import ErrorCode, Request, encode_response
 
 from ..registry import ApiSpec
-from ..state import BrokerState
 from ._build import NO_THROTTLE, make, response_types
+from ._needs import NodeNeeds
 from ._view import view_of
 
 API_KEY = 35
@@ -43,7 +43,7 @@ def _wanted(topics: Iterable[DescribableLogDirTopic] | None) -> set[tuple[str, i
     return {(t.topic, p) for t in topics for p in t.partitions}
 
 
-def _dir_result(state: BrokerState, types: Any, log_dir: Path, wanted: set[tuple[str, int]] | None) -> Any:
+def _dir_result(state: NodeNeeds, types: Any, log_dir: Path, wanted: set[tuple[str, int]] | None) -> Any:
     by_topic: dict[str, list[Any]] = {}
     for topic, partition in state.node.logs.partitions():
         if state.node.logs.log_dir_of(topic, partition) != log_dir or (
@@ -74,7 +74,7 @@ def _dir_result(state: BrokerState, types: Any, log_dir: Path, wanted: set[tuple
     )
 
 
-def handle(state: BrokerState, request: Request) -> bytes:
+def handle(state: NodeNeeds, request: Request) -> bytes:
     types = response_types(API_KEY, request.header.api_version)
     wanted = _wanted(view_of(DescribeLogDirsRequest, request.body).topics)
     results = tuple(_dir_result(state, types, log_dir, wanted) for log_dir in state.node.logs.log_dirs)

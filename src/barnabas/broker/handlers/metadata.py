@@ -24,8 +24,8 @@ from barnabas.protocol import (
 )
 
 from ..registry import ApiSpec
-from ..state import BrokerState
 from ..topic_admin import TopicAdminError, create_topic, live_brokers
+from ._needs import ClusterNeeds, NodeNeeds
 from ._view import view_of
 
 API_KEY = 3
@@ -52,11 +52,11 @@ class MetadataRequest:
     include_topic_authorized_operations: bool = False
 
 
-def topic_section(state: BrokerState, topic: Topic, version: int) -> bytes:
+def topic_section(state: NodeNeeds, topic: Topic, version: int) -> bytes:
     """A topic's encoded section, built once per version and change of the cluster metadata.
 
     Clients ask for Metadata often, and a topic may have thousands of partitions; the answer
-    only changes with topics, partition states and live brokers (``BrokerState.derived``).
+    only changes with topics, partition states and live brokers (``NodeState.derived``).
     """
     cache = state.node.derived()
     key = ("metadata", topic.name, version)
@@ -68,7 +68,7 @@ def topic_section(state: BrokerState, topic: Topic, version: int) -> bytes:
     return encoded
 
 
-def _build_topic_metadata(state: BrokerState, topic: Topic) -> MetadataTopic:
+def _build_topic_metadata(state: NodeNeeds, topic: Topic) -> MetadataTopic:
     live = set(live_brokers(state.node))
     partitions = []
     for index, replicas in sorted(topic.assignment.items()):
@@ -96,7 +96,7 @@ def _missing(error: ErrorCode, name: str | None, topic_id: uuid.UUID | None = No
 
 
 async def _resolve(
-    state: BrokerState, version: int, name: str | None, topic_id: uuid.UUID | None, auto_create: bool
+    state: NodeNeeds, version: int, name: str | None, topic_id: uuid.UUID | None, auto_create: bool
 ) -> MetadataTopic | bytes:
     if name is None:
         by_id = next((t for t in state.node.topics.topics.values() if t.topic_id == topic_id), None)
@@ -119,7 +119,7 @@ async def _resolve(
     return topic_section(state, topic, version)
 
 
-async def handle(state: BrokerState, request: Request) -> bytes:
+async def handle(state: ClusterNeeds, request: Request) -> bytes:
     version = request.header.api_version
     body = view_of(MetadataRequest, request.body)
     requested = body.topics

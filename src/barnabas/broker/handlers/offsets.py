@@ -17,8 +17,8 @@ from barnabas.groups import OffsetCommitValue, subscribed_topics
 from barnabas.protocol import ErrorCode, Request, encode_response
 
 from ..registry import ApiSpec
-from ..state import BrokerState
 from ._build import NO_THROTTLE, make, response_types
+from ._needs import GroupNeeds
 from ._view import view_of
 
 OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
@@ -119,7 +119,7 @@ def _topics_of(
     return tuple(make(getattr(types, topic_cls), name=t, partitions=tuple(ps)) for t, ps in grouped.items())
 
 
-async def handle_offset_commit(state: BrokerState, request: Request) -> bytes:
+async def handle_offset_commit(state: GroupNeeds, request: Request) -> bytes:
     types = response_types(OFFSET_COMMIT, request.header.api_version)
     body = view_of(OffsetCommitRequest, request.body)
     now_ms = state.node.now_ms()
@@ -159,7 +159,7 @@ async def handle_offset_commit(state: BrokerState, request: Request) -> bytes:
 
 
 def _fetch_group(
-    state: BrokerState, group_id: str, topics: Sequence[OffsetFetchRequestTopic] | None
+    state: GroupNeeds, group_id: str, topics: Sequence[OffsetFetchRequestTopic] | None
 ) -> tuple[ErrorCode, dict[TopicPartition, OffsetCommitValue | None]]:
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     return state.groups.fetch_offsets(group_id, wanted)
@@ -176,7 +176,7 @@ def _partition_fields(value: OffsetCommitValue | None, error: ErrorCode) -> dict
     }
 
 
-def handle_offset_fetch(state: BrokerState, request: Request) -> bytes:
+def handle_offset_fetch(state: GroupNeeds, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(OFFSET_FETCH, version)
     body = view_of(OffsetFetchRequest, request.body)
@@ -199,7 +199,7 @@ def handle_offset_fetch(state: BrokerState, request: Request) -> bytes:
     return encode_response(request.header.correlation_id, response)
 
 
-async def handle_offset_delete(state: BrokerState, request: Request) -> bytes:
+async def handle_offset_delete(state: GroupNeeds, request: Request) -> bytes:
     types = response_types(OFFSET_DELETE, request.header.api_version)
     body = view_of(OffsetDeleteRequest, request.body)
     partitions = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]

@@ -38,7 +38,7 @@ from barnabas.protocol import (
 from ..partition_service import AppendStarted, append_failure
 from ..registry import CLOSE_CONNECTION, ApiSpec, Response
 from ..replication import LeaderReplica
-from ..state import BrokerState
+from ._needs import PartitionNeeds
 
 API_KEY = 0
 
@@ -75,7 +75,7 @@ def _body(request: Request) -> ProduceRequestData:
     return body
 
 
-def handle(state: BrokerState, request: Request) -> Response | Awaitable[Response]:
+def handle(state: PartitionNeeds, request: Request) -> Response | Awaitable[Response]:
     body = _body(request)
     acks = body.acks
     now_ms = state.node.now_ms()
@@ -115,7 +115,7 @@ def handle(state: BrokerState, request: Request) -> Response | Awaitable[Respons
 
 
 def _settle(  # noqa: PLR0917 - where the result goes and what it came from
-    state: BrokerState,
+    state: PartitionNeeds,
     acks: int,
     waits: list[_Wait],
     position: tuple[int, int],
@@ -133,7 +133,7 @@ def _settle(  # noqa: PLR0917 - where the result goes and what it came from
     leader = started.leader
     if acks != -1 or outcome.error_code != ErrorCode.none:
         return outcome
-    if leader.resigned or state.replicas.leader(topic_name, index) is not leader:
+    if not state.partitions.still_leads(topic_name, index, leader):
         return append_failure(index, ErrorCode.not_leader_or_follower)
     result = started.append.result
     required = started.log.log_end_offset if result.duplicate else result.last_offset + 1
@@ -143,7 +143,7 @@ def _settle(  # noqa: PLR0917 - where the result goes and what it came from
 
 
 async def _respond_when_written(  # noqa: PLR0917 - the request, what it asked, and where the results stand
-    state: BrokerState,
+    state: PartitionNeeds,
     request: Request,
     body: ProduceRequestData,
     results: list[tuple[str, list[ProducePartitionResult]]],
@@ -173,7 +173,7 @@ async def _respond_when_written(  # noqa: PLR0917 - the request, what it asked, 
 
 
 def _respond(
-    state: BrokerState,
+    state: PartitionNeeds,
     request: Request,
     body: ProduceRequestData,
     results: list[tuple[str, list[ProducePartitionResult]]],
@@ -188,7 +188,7 @@ def _respond(
 
 
 async def _respond_when_replicated(
-    state: BrokerState,
+    state: PartitionNeeds,
     request: Request,
     body: ProduceRequestData,
     results: list[tuple[str, list[ProducePartitionResult]]],

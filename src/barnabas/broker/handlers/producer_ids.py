@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from barnabas.protocol import ErrorCode, Request, encode_response
 
 from ..registry import ApiSpec
-from ..state import BrokerState
 from ._build import NO_THROTTLE, make, response_types
+from ._needs import NodeNeeds
 from ._view import view_of
 
 API_KEY = 22
@@ -29,7 +29,7 @@ class InitProducerIdRequest:
     producer_epoch: int = -1
 
 
-async def handle(state: BrokerState, request: Request) -> bytes:
+async def handle(state: NodeNeeds, request: Request) -> bytes:
     types = response_types(API_KEY, request.header.api_version)
     body = view_of(InitProducerIdRequest, request.body)
     if body.transactional_id is not None:

@@ -16,9 +16,9 @@ from barnabas.config import resolve_topic_config
 from barnabas.protocol import ErrorCode, Request, encode_response
 
 from ..registry import ApiSpec
-from ..state import BrokerState
 from ..topic_admin import TopicAdminError, create_partitions, create_topic, delete_topic
 from ._build import NO_THROTTLE, make, response_types
+from ._needs import NodeNeeds
 from ._view import view_of
 
 CREATE_TOPICS = 19
@@ -99,7 +99,7 @@ class CreatePartitionsRequest:
 # -- Handlers ----------------------------------------------------------------------------------
 
 
-def _config_entries(state: BrokerState, types: Any, topic: Topic) -> tuple[Any, ...]:
+def _config_entries(state: NodeNeeds, types: Any, topic: Topic) -> tuple[Any, ...]:
     """The created topic's effective configs, which CreateTopics returns from v5 (KIP-525)."""
     if not hasattr(types, "CreatableTopicConfigs"):
         return ()
@@ -117,7 +117,7 @@ def _config_entries(state: BrokerState, types: Any, topic: Topic) -> tuple[Any, 
     )
 
 
-async def handle_create_topics(state: BrokerState, request: Request) -> bytes:
+async def handle_create_topics(state: NodeNeeds, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(CREATE_TOPICS, version)
     body = view_of(CreateTopicsRequest, request.body)
@@ -162,7 +162,7 @@ async def handle_create_topics(state: BrokerState, request: Request) -> bytes:
     return encode_response(request.header.correlation_id, response)
 
 
-async def handle_delete_topics(state: BrokerState, request: Request) -> bytes:
+async def handle_delete_topics(state: NodeNeeds, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(DELETE_TOPICS, version)
     body = view_of(DeleteTopicsRequest, request.body)
@@ -215,7 +215,7 @@ async def handle_delete_topics(state: BrokerState, request: Request) -> bytes:
     return encode_response(request.header.correlation_id, response)
 
 
-async def handle_create_partitions(state: BrokerState, request: Request) -> bytes:
+async def handle_create_partitions(state: NodeNeeds, request: Request) -> bytes:
     types = response_types(CREATE_PARTITIONS, request.header.api_version)
     body = view_of(CreatePartitionsRequest, request.body)
     counts = Counter(t.name for t in body.topics)
