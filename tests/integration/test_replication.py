@@ -130,10 +130,13 @@ def test_restart_with_same_id_and_data_rejoins_the_isr(cluster: BrokerCluster) -
     assert len(consume_all(cluster.bootstrap, "rejoined", 0, 200)) == 200
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "zookeeper"])
 def test_a_paused_broker_loses_its_session_and_registers_again(
-    tmp_path: Path, zookeeper_server: ZooKeeperServer
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
 ) -> None:
-    cluster = BrokerCluster(tmp_path, 3, zookeeper_server.url_for()).start()
+    """SIGSTOP a broker: it keeps its sockets and (on SQLite) its session's lock, and must still be declared dead."""
+    url = request.getfixturevalue("zookeeper_server").url_for() if backend == "zookeeper" else None
+    cluster = BrokerCluster(tmp_path, 3, url).start()
     try:
         cluster.create_topic("paused", 1, 3)
         victim = cluster.brokers[2]

@@ -6,12 +6,16 @@ Rules this module keeps (coordination.md §2):
   upgrades a read transaction (SQLITE_BUSY_SNAPSHOT in WAL mode).
 - ``journal_mode=WAL`` lets processes share the file; ``synchronous=FULL`` because metadata must
   survive power loss. Network filesystems are refused: WAL needs shared memory and flock.
-- **Liveness is a lock, not a heartbeat.** A session holds ``flock(LOCK_EX)`` on its own lock file;
-  the kernel drops it when the process dies, however it dies. Every metastore runs a reaper that
-  takes the lock of each session it does not own: getting it proves the owner dead, and deleting
-  the session row cascades to its ephemeral keys. Heartbeat writes would starve under writer
-  contention (measured p99 of seconds), so none are made. A session is also dead after a reboot
-  (its recorded boot id differs).
+- **Liveness is a lock and a stamp, never a database write.** A session holds ``flock(LOCK_EX)`` on
+  its own lock file; the kernel drops it when the process dies, however it dies. The owner's event
+  loop also stamps the file (CLOCK_BOOTTIME, ``pwrite`` of 8 bytes, no fsync) every quarter TTL, so
+  a hung owner — stopped, or its loop blocked — is seen too. Every metastore runs a reaper over the
+  sessions it does not own: a lock it can take proves the owner dead, a stamp older than the TTL
+  proves it hung, and deleting the session row cascades to its ephemeral keys. Heartbeats through
+  the database would starve under writer contention (measured p99 of seconds), a file stamp does
+  not. A session is also dead after a reboot (its recorded boot id differs). An owner that finds
+  its own stamps a TTL apart was hung itself: it is SUSPENDED until it has read whether its
+  session survived.
 - **Triggers write the change log.** Every insert, update and delete of a key (cascades included)
   bumps the global revision and appends ``(rev, key)``; watchers poll the revision and read the log
   after the last revision they saw. A gap (the log was pruned past it) becomes a Resync.
@@ -26,12 +30,13 @@ import fcntl
 import logging
 import os
 import sqlite3
+import struct
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from ..api import Changed, Check, Delete, Op, Put, Resync, SessionState, Versioned, WatchEvent, check_ops_covered
@@ -48,6 +53,9 @@ _Changes = list[tuple[int, str]]  # (revision, key); a module alias because the 
 POLL_INTERVAL_S = 0.02
 #: Seconds between reaper passes (how soon a dead process's ephemeral keys go).
 REAP_INTERVAL_S = 0.2
+#: How often a session's owner stamps its lock file, as a share of the session's TTL.
+STAMP_SHARE = 0.25
+_STAMP = struct.Struct("<d")
 #: Change-log rows kept behind the newest revision.
 CHANGELOG_KEEP = 10_000
 
@@ -105,7 +113,7 @@ SELECT_CHANGES = "SELECT rev, key FROM changelog WHERE rev > ? ORDER BY rev"
 PRUNE_CHANGES = "DELETE FROM changelog WHERE rev <= ?"
 INSERT_SESSION = "INSERT INTO sessions (id, pid, boot_id, lock_path, ttl) VALUES (?, ?, ?, ?, ?)"
 SELECT_SESSION = "SELECT 1 FROM sessions WHERE id = ?"
-SELECT_SESSIONS = "SELECT id, boot_id, lock_path FROM sessions"
+SELECT_SESSIONS = "SELECT id, boot_id, lock_path, ttl FROM sessions"
 DELETE_SESSION = "DELETE FROM sessions WHERE id = ?"
 
 _NETWORK_FILESYSTEMS = frozenset(
@@ -174,19 +182,25 @@ def path_from_url(url: str) -> Path:
 
 
 class SqliteSession(SessionBase):
-    """A session whose liveness is an exclusive flock on its own lock file."""
+    """A session whose liveness is an exclusive flock on its own lock file, stamped by its event loop."""
 
     def __init__(self, metastore: SqliteMetastore, session_id: str, ttl_s: float, lock_fd: int, lock_path: Path):
         super().__init__(session_id, ttl_s)
         self._metastore = metastore
         self._lock_fd = lock_fd
         self._lock_path = lock_path
-        self._keepalive = asyncio.get_running_loop().create_task(self._check_alive(), name=f"session {session_id}")
+        self._recheck = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        self._keepalive = loop.create_task(self._check_alive(), name=f"session {session_id}")
+        self._stamper = loop.create_task(self._stamp_while_alive(), name=f"session {session_id} stamps")
 
     async def _check_alive(self) -> None:
-        """Every ttl/3, confirm our row still exists (a reaper may have judged us dead)."""
+        """Every ttl/3, or at once after a hang, confirm our row still exists (a reaper may have judged us dead)."""
         while self.state is not SessionState.LOST:
-            await asyncio.sleep(self.ttl_s / 3)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.ttl_s / 3):
+                    await self._recheck.wait()
+            self._recheck.clear()
             try:
                 alive = await self._metastore._run(lambda: self._metastore._session_alive(self.id))
             except UnavailableError:
@@ -194,6 +208,20 @@ class SqliteSession(SessionBase):
                 continue
             self._set_state(SessionState.CONNECTED if alive else SessionState.LOST)
         self._release_lock()
+
+    async def _stamp_while_alive(self) -> None:
+        """Stamp the lock file every quarter TTL; stamps a TTL apart mean this process hung meanwhile."""
+        last = _now()
+        while self.state is not SessionState.LOST and self._lock_fd >= 0:
+            now = _now()
+            if now - last > self.ttl_s:
+                log.warning("coordination session %s: this process was hung for %.1f s, past its %.1f s TTL",
+                            self.id, now - last, self.ttl_s)  # fmt: skip
+                self._set_state(SessionState.SUSPENDED)
+                self._recheck.set()
+            _stamp(self._lock_fd)
+            last = now
+            await asyncio.sleep(self.ttl_s * STAMP_SHARE)
 
     def _release_lock(self) -> None:
         if self._lock_fd >= 0:
@@ -207,9 +235,10 @@ class SqliteSession(SessionBase):
             with contextlib.suppress(UnavailableError):
                 await self._metastore._run(lambda: self._metastore._delete_session(self.id))
             self._set_state(SessionState.LOST, closed=True)
-        self._keepalive.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._keepalive
+        for task in (self._keepalive, self._stamper):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         self._release_lock()
         self._metastore._sessions.pop(self.id, None)
 
@@ -371,6 +400,7 @@ class SqliteMetastore:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _stamp(fd)  # before the row exists, so no reaper ever sees it unstamped
             await self._run(
                 lambda: self._execute_immediate(
                     INSERT_SESSION, (session_id, os.getpid(), self._boot_id, str(lock_path), ttl_s)
@@ -396,7 +426,7 @@ class SqliteMetastore:
         self._execute_immediate(DELETE_SESSION, (session_id,))
 
     async def _reap_dead_sessions(self) -> None:
-        """Delete sessions whose owner died: their lock can be taken, or they predate this boot."""
+        """Delete sessions whose owner died or hung: lock free, stamp older than the TTL, or an older boot."""
         while not self._closing:
             await asyncio.sleep(REAP_INTERVAL_S)
             try:
@@ -410,11 +440,16 @@ class SqliteMetastore:
 
     def _reap_once(self) -> set[str]:
         reaped = set()
-        for session_id, boot_id, lock_path in self._db.execute(SELECT_SESSIONS).fetchall():
+        for session_id, boot_id, lock_path, ttl_s in self._db.execute(SELECT_SESSIONS).fetchall():
             if session_id in self._sessions:
                 continue
-            if boot_id == self._boot_id and not _lock_is_free(Path(lock_path)):
-                continue
+            if boot_id == self._boot_id:
+                owner = _owner_of(Path(lock_path), float(ttl_s))
+                if owner == "alive":
+                    continue
+                if owner == "hung":
+                    log.warning("coordination session %s: its owner stopped stamping for over %.1f s; ending it",
+                                session_id, ttl_s)  # fmt: skip
             self._execute_immediate(DELETE_SESSION, (session_id,))
             with contextlib.suppress(FileNotFoundError):
                 Path(lock_path).unlink()
@@ -499,19 +534,35 @@ class SqliteMetastore:
         self._executor.shutdown(wait=True)
 
 
-def _lock_is_free(lock_path: Path) -> bool:
-    """Whether nobody holds ``lock_path`` (a missing file counts as free: its owner is gone)."""
+def _now() -> float:
+    """Seconds on CLOCK_BOOTTIME: one clock for every process of this boot, moving on through suspend."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def _stamp(fd: int) -> None:
+    os.pwrite(fd, _STAMP.pack(_now()), 0)
+
+
+def _owner_of(lock_path: Path, ttl_s: float) -> Literal["alive", "hung", "dead"]:
+    """Whether a session's owner stamps its held lock (alive), holds it unstamped past the TTL (hung), or neither.
+
+    A missing lock file counts as dead: its owner removed it, or a reaper did.
+    """
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CLOEXEC)
     except FileNotFoundError:
-        return True
+        return "dead"
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            stamp = os.pread(fd, _STAMP.size, 0)
+            if len(stamp) == _STAMP.size and _now() - _STAMP.unpack(stamp)[0] > ttl_s:
+                return "hung"
+            return "alive"
+        return "dead"
     finally:
         os.close(fd)
-    return True
 
 
 async def open_backend(url: str) -> SqliteMetastore:

@@ -431,6 +431,54 @@ async def check_killed_member_vanishes_within_its_ttl(target: Target) -> None:
             await watch.aclose()
 
 
+async def _line_starting(process: asyncio.subprocess.Process, prefix: str, timeout_s: float) -> str:
+    """The member process's next output line that starts with ``prefix`` (others are skipped)."""
+    assert process.stdout is not None
+    async with asyncio.timeout(timeout_s):
+        while True:
+            raw = await process.stdout.readline()
+            if not raw:
+                raise AssertionError(f"the member process ended without a {prefix!r} line")
+            line = raw.decode().strip()
+            if line.startswith(prefix):
+                return line
+
+
+async def check_paused_member_loses_its_session_within_its_ttl(target: Target) -> None:
+    """A hung member (SIGSTOP: alive, holding whatever it holds) loses its session as a dead one would.
+
+    Its key goes within the same bound as a killed member's, so a hung broker's partitions fail
+    over on every backend; resumed, the member itself sees its session LOST, never CONNECTED again
+    with the key gone.
+    """
+    async with opened(target) as metastore:
+        group = GroupMembership(metastore, "paused")
+        process, line = await _start_member(target, "paused", "sleeper")
+        try:
+            ttl_s = float(line[2])
+            process.send_signal(signal.SIGSTOP)
+            paused = time.monotonic()
+
+            async def vanished() -> bool:
+                return "sleeper" not in await group.members()
+
+            limit = ttl_s + ttl_s / 3 + 1.0
+            await eventually(vanished, limit, f"a paused member to vanish (TTL {ttl_s} s)")
+            took = time.monotonic() - paused
+            assert took <= limit, f"gone {took:.2f} s after SIGSTOP, past ttl + ttl/3 + 1 s = {limit:.2f} s"
+            process.send_signal(signal.SIGCONT)
+            seen = await _line_starting(process, "state", ttl_s + target.vanish_slack_s + 5.0)
+            while seen != "state lost":
+                assert seen == "state suspended", f"a resumed member whose key is gone reported {seen!r}"
+                seen = await _line_starting(process, "state", ttl_s + target.vanish_slack_s + 5.0)
+            assert await vanished(), "the resumed member's key came back"
+        finally:
+            if process.returncode is None:
+                process.send_signal(signal.SIGCONT)
+                process.kill()
+                await process.wait()
+
+
 # -- Leader election and fencing ---------------------------------------------------------------
 
 
@@ -787,6 +835,7 @@ ALL_CHECKS: tuple[Callable[[Target], Awaitable[None]], ...] = (
     check_racing_writers_lose_nothing,
     check_ephemeral_keys_follow_their_session,
     check_killed_member_vanishes_within_its_ttl,
+    check_paused_member_loses_its_session_within_its_ttl,
     check_one_leader_per_epoch_and_epochs_increase,
     check_deposed_leader_cannot_write,
     check_killed_leader_is_replaced,

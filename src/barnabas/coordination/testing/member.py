@@ -5,7 +5,9 @@ process proves that a backend notices death without the process's cooperation:
 
     python -m barnabas.coordination.testing.member URL GROUP MEMBER TTL [--elect NAME]
 
-It prints ``ready <session id> <granted ttl> [<epoch>]`` once joined (and elected), then sleeps.
+It prints ``ready <session id> <granted ttl> [<epoch>]`` once joined (and elected), then
+``state <name>`` on every change of its session's state (a paused member, resumed, must report
+``state lost``), and otherwise sleeps.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ async def _main(args: argparse.Namespace) -> None:
     if args.elect:
         fence = await LeaderElection(metastore, args.elect).nominate(session, args.member)
         line += f" {fence.epoch}"
+    session.add_state_listener(lambda state: print(f"state {state.value}", flush=True))
     print(line, flush=True)
     await asyncio.Event().wait()
 
