@@ -240,6 +240,7 @@ def test_a_wiped_follower_replicates_the_compacted_log_across_its_gaps(tmp_path:
         follower = next(b for b in cluster.brokers if b is not leader)
         follower.kill()
         shutil.rmtree(follower.data_dir)
+        follower.extra_args.append("--replace")  # its claimed log dir is gone for good
         follower.properties["log.cleaner.enable"] = "false"
         follower.start()
         cluster.wait_for(lambda md: cluster.fully_replicated(md, topic), "the wiped follower back in the ISR")

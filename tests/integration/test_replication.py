@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
+from barnabas.testing import ServerStartError
 from barnabas.testing.servers.zookeeper import ZooKeeperServer
 from tests.support.cluster import BrokerCluster
 
@@ -100,12 +101,21 @@ def test_acks_all_needs_min_insync_replicas(cluster: BrokerCluster) -> None:
     assert len(consume_all(cluster.bootstrap, "guarded", 0, 16)) == 16
 
 
-def test_same_id_with_an_empty_dir_replicates_everything_again(cluster: BrokerCluster) -> None:
+def test_same_id_with_an_empty_dir_refuses_to_start_unless_replacing_then_replicates_everything_again(
+    cluster: BrokerCluster,
+) -> None:
+    """The claim on its log dirs stops a broker whose volume is gone; ``--replace`` makes the new one its data."""
     cluster.create_topic("rebuilt", 1, 3)
     assert produce(cluster.bootstrap, "rebuilt", 500) == [None] * 500
     victim = cluster.brokers[2]
     victim.kill()
     shutil.rmtree(victim.data_dir)
+    with pytest.raises(ServerStartError) as refused:
+        victim.start()
+    assert victim.process.exit_code == 1
+    reason = [line for line in victim.log_text().splitlines() if line.startswith("barnabas broker:")]
+    assert len(reason) == 1 and "broker 2's log dirs are new, but its data is in directory" in reason[0], refused.value
+    victim.extra_args.append("--replace")
     victim.start()
     cluster.wait_for(lambda md: cluster.fully_replicated(md, "rebuilt"), "the emptied broker back in the ISR")
     assert (victim.data_dir / "meta.properties").exists()

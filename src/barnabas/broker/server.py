@@ -30,6 +30,7 @@ from barnabas.cluster import (
     ProducerIdAllocator,
     TopicStore,
 )
+from barnabas.cluster.claims import PendingClaim, check_claim, record_claim
 from barnabas.config import BrokerConfig, ConfigError, cleaner_config_for, hostname_ordinal, log_config_for
 from barnabas.coordination import CoordinationError, KeyExistsError, Session, SessionState, Storage, open_storage
 from barnabas.log import LogManager, read_broker_id
@@ -69,7 +70,11 @@ def resolve_broker_id(config: BrokerConfig) -> int:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.time, *, replace: bool = False) -> None:
+        #: Start on log dirs other than the claimed ones, which are gone for good (``barnabas broker --replace``).
+        self.replace = replace
+        #: The claim on these log dirs to write once registered (None: it holds as stored).
+        self._pending_claim: PendingClaim | None = None
         listeners = config.listeners
         if len(listeners) != 1:
             raise ConfigError(f"listeners: exactly one listener is supported, got {len(listeners)}")
@@ -132,6 +137,10 @@ class Broker:
             cleaner_config=cleaner_config,
             foreign_paths=getattr(metastore, "local_paths", ()),  # the embedded database may live there
         )
+        self._pending_claim = await check_claim(
+            self._storage, self.broker_id, cluster_id, self._logs.directory_ids, self._logs.fresh_dirs,
+            replace=self.replace,
+        )  # fmt: skip
         self._cleaner = LogCleanerService(
             self._logs, backoff_ms=cleaner_config.backoff_ms, clock_ms=lambda: int(self.clock() * 1000)
         )
@@ -200,6 +209,8 @@ class Broker:
             raise ConfigError(
                 f"broker.id {self.broker_id} is registered by another live broker; is it running already?"
             ) from None
+        if self._pending_claim is not None:  # the only live broker with this id: the dirs are its data now
+            await record_claim(self._storage, self._pending_claim)
         state.broker_epoch = registered.epoch
         log.info("broker %d registered with broker epoch %d (%s start)", self.broker_id, registered.epoch,
                  "clean" if clean else "unclean")  # fmt: skip

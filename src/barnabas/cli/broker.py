@@ -36,6 +36,11 @@ def register(commands: Any) -> None:
         default=[],
         help="any other setting, e.g. --set num.partitions=3 (repeatable)",
     )
+    parser.add_argument(
+        "--replace", action="store_true",
+        help="the log dirs this broker id claimed are gone for good: take these (new) dirs instead, and "
+        "replicate its partitions again (without it, a broker on dirs other than its own refuses to start)",
+    )  # fmt: skip
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument(
         "--port-file", type=Path, metavar="FILE",
@@ -82,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     import uvloop
 
-    return int(uvloop.run(_serve(config, args.port_file)))
+    return int(uvloop.run(_serve(config, args.port_file, replace=args.replace)))
 
 
 def write_port_file(path: Path, port: int) -> None:
@@ -95,8 +100,9 @@ def write_port_file(path: Path, port: int) -> None:
         raise CliError(f"--port-file {path}: {exc.strerror or exc}") from None
 
 
-async def _serve(config: Any, port_file: Path | None = None) -> int:
+async def _serve(config: Any, port_file: Path | None = None, *, replace: bool = False) -> int:
     from barnabas.broker import Broker
+    from barnabas.cluster.claims import ClaimRefusedError
     from barnabas.config import ConfigError
     from barnabas.coordination import CoordinationError
     from barnabas.log.errors import LogError
@@ -109,7 +115,7 @@ async def _serve(config: Any, port_file: Path | None = None) -> int:
         loop.add_signal_handler(signum, stopping.set)
     loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
     try:
-        broker = Broker(config)
+        broker = Broker(config, replace=replace)
         starting = asyncio.ensure_future(broker.start())
         signalled = asyncio.ensure_future(stopping.wait())
         await asyncio.wait({starting, signalled}, return_when=asyncio.FIRST_COMPLETED)
@@ -120,7 +126,7 @@ async def _serve(config: Any, port_file: Path | None = None) -> int:
             return 0
         signalled.cancel()
         starting.result()
-    except (ConfigError, LogError, CoordinationError) as exc:
+    except (ConfigError, LogError, CoordinationError, ClaimRefusedError) as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:
         raise CliError(f"cannot start: {exc}") from None

@@ -45,6 +45,7 @@ import shutil
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -77,7 +78,7 @@ from .files import (
     write_atomically,
 )
 from .log import MaintenanceResult, PartitionLog, remove_deleted_dir
-from .meta_properties import MetaProperties, read_meta_properties, write_meta_properties
+from .meta_properties import MetaProperties, new_directory_id, read_meta_properties, write_meta_properties
 from .scheduler import LogScheduler, run_soon
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "LogManager"]
@@ -145,7 +146,11 @@ class LogManager:
                 log_dir.mkdir(parents=True, exist_ok=True)
                 self._lock(log_dir)
             fresh = {d for d in self.log_dirs if read_meta_properties(d) is None}
+            #: Dirs that had no ``meta.properties``: new, or emptied since the broker last ran.
+            self.fresh_dirs = frozenset(fresh)
             self.cluster_id = self._check_meta_properties(cluster_id)
+            #: Each dir's ``directory.id`` (KIP-858), given to a dir that had none.
+            self.directory_ids = {d: self._directory_id(d) for d in self.log_dirs}
             #: Per dir: closed cleanly last time, or new (either way nothing unflushed was lost).
             self.clean_shutdown = {d: self._take_clean_shutdown_marker(d) or d in fresh for d in self.log_dirs}
         except BaseException:
@@ -197,8 +202,18 @@ class LogManager:
         resolved = cluster_id if cluster_id is not None else next(iter(stored_clusters), None)
         for log_dir, meta in found.items():
             if meta is None or (meta.cluster_id is None and resolved is not None):
-                write_meta_properties(log_dir, MetaProperties(self.broker_id, resolved))
+                kept_id = meta.directory_id if meta is not None else None
+                write_meta_properties(log_dir, MetaProperties(self.broker_id, resolved, directory_id=kept_id))
         return resolved
+
+    def _directory_id(self, log_dir: Path) -> str:
+        meta = read_meta_properties(log_dir)
+        assert meta is not None  # written by _check_meta_properties
+        if meta.directory_id is not None:
+            return meta.directory_id
+        directory_id = new_directory_id()
+        write_meta_properties(log_dir, replace(meta, directory_id=directory_id))
+        return directory_id
 
     def _take_clean_shutdown_marker(self, log_dir: Path) -> bool:
         marker = log_dir / CLEAN_SHUTDOWN_FILE

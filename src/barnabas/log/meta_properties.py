@@ -5,12 +5,17 @@ Rules this module keeps:
 - The format is Java properties as Kafka writes them in ZooKeeper mode: ``version=0``,
   ``broker.id=N``, ``cluster.id=...``. Reading also understands KRaft's ``version=1`` with
   ``node.id``, so a dir formatted by ``kafka-storage.sh`` is recognised rather than clobbered.
+- ``directory.id`` (KIP-858) names the dir itself: a random Kafka Uuid given when the dir is
+  formatted, kept for its life. The broker's claim in coordination binds it to the broker id, so
+  an emptied or swapped disk is noticed at start instead of silently joining as the old broker.
 - The file is written atomically; a dir whose file names another broker or cluster is refused
   by the caller, never rewritten.
 """
 
 from __future__ import annotations
 
+import base64
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +25,7 @@ from .files import write_atomically
 __all__ = [
     "META_PROPERTIES",
     "MetaProperties",
+    "new_directory_id",
     "read_broker_id",
     "read_meta_properties",
     "write_meta_properties",
@@ -35,6 +41,7 @@ class MetaProperties:
     broker_id: int
     cluster_id: str | None = None
     version: int = 0
+    directory_id: str | None = None
 
 
 def read_meta_properties(log_dir: Path) -> MetaProperties | None:
@@ -62,7 +69,7 @@ def read_meta_properties(log_dir: Path) -> MetaProperties | None:
         broker_id = int(props["broker.id"] if version == 0 else props["node.id"])
     except (KeyError, ValueError) as exc:
         raise CorruptCheckpointError(f"{path} has no usable version and broker.id/node.id: {exc}") from exc
-    return MetaProperties(broker_id, props.get("cluster.id") or None, version)
+    return MetaProperties(broker_id, props.get("cluster.id") or None, version, props.get("directory.id") or None)
 
 
 def write_meta_properties(log_dir: Path, meta: MetaProperties) -> None:
@@ -70,7 +77,14 @@ def write_meta_properties(log_dir: Path, meta: MetaProperties) -> None:
     lines = ["#", "#Written by barnabas", "version=0", f"broker.id={meta.broker_id}"]
     if meta.cluster_id is not None:
         lines.append(f"cluster.id={meta.cluster_id}")
+    if meta.directory_id is not None:
+        lines.append(f"directory.id={meta.directory_id}")
     write_atomically(log_dir / META_PROPERTIES, ("\n".join(lines) + "\n").encode("utf-8"))
+
+
+def new_directory_id() -> str:
+    """A directory id as Kafka's ``Uuid.randomUuid().toString()`` writes one: 16 random bytes, URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 def read_broker_id(log_dir: Path) -> int | None:

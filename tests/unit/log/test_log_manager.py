@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -20,6 +21,7 @@ from barnabas.log import (
     TopicPartition,
 )
 from barnabas.log.checkpoint import OffsetCheckpointFile
+from barnabas.log.meta_properties import read_meta_properties
 from barnabas.log.partition_metadata import encode_topic_id
 
 from .batches import T0, make_batch, offsets
@@ -208,6 +210,34 @@ def test_cluster_id_mismatch_is_refused(dirs: list[Path], managers: list[LogMana
 def test_the_stored_cluster_id_is_adopted(dirs: list[Path], managers: list[LogManager]) -> None:
     start(managers, dirs, cluster_id="c1").close()
     assert start(managers, dirs, cluster_id=None).cluster_id == "c1"
+
+
+def test_each_dir_gets_a_directory_id_it_keeps(dirs: list[Path], managers: list[LogManager]) -> None:
+    """KIP-858: a random Kafka Uuid per dir, written into meta.properties once and read back ever after."""
+    first = start(managers, dirs)
+    ids = first.directory_ids
+    assert set(ids) == set(first.log_dirs) and len(set(ids.values())) == 2
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{22}", directory_id) for directory_id in ids.values()), ids
+    assert first.fresh_dirs == frozenset(first.log_dirs)
+    for log_dir, directory_id in ids.items():
+        assert f"directory.id={directory_id}\n" in (log_dir / "meta.properties").read_text()
+    first.close()
+    again = start(managers, dirs)
+    assert again.directory_ids == ids and again.fresh_dirs == frozenset()
+
+
+def test_a_dir_from_before_directory_ids_gets_one_and_keeps_its_identity(
+    dirs: list[Path], managers: list[LogManager]
+) -> None:
+    for log_dir in dirs:
+        log_dir.mkdir(parents=True)
+        (log_dir / "meta.properties").write_text("version=0\nbroker.id=1\ncluster.id=c1\n")
+    manager = start(managers, dirs, cluster_id=None)
+    assert manager.cluster_id == "c1" and manager.fresh_dirs == frozenset()
+    for log_dir in dirs:
+        meta = read_meta_properties(log_dir)
+        assert meta is not None and (meta.broker_id, meta.cluster_id) == (1, "c1")
+        assert meta.directory_id == manager.directory_ids[log_dir.absolute()]
 
 
 def test_delete_topic_partition(dirs: list[Path], managers: list[LogManager]) -> None:
