@@ -41,7 +41,7 @@ from rich.table import Table
 
 from barnabas.testing import AdoptedProcess, Broker, ServerStartError
 
-from . import log_dirs
+from . import decommission, log_dirs
 from ._client import add_connection, connect_admin, kafka_error
 from .errors import CliError
 from .topics import INTERNAL_TOPICS
@@ -162,6 +162,7 @@ def register(commands: Any) -> None:
     status.add_argument("--json", action="store_true", help="print the status as JSON (every partition)")
     status.set_defaults(run=_status)
     log_dirs.add_action(actions)
+    decommission.add_action(actions)
 
 
 # --- processes -------------------------------------------------------------------------------

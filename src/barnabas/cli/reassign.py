@@ -136,7 +136,7 @@ def run_reassign(args: argparse.Namespace) -> int:
         }
         started = [(t, p) for (t, p) in plan if outcomes.get(f"{t}-{p}") == "started"]
         if args.wait is not None and started:
-            _wait(client, started, args.wait)
+            wait_for_reassignments(client, started, args.wait)
             outcomes.update({f"{t}-{p}": "done" for t, p in started})
     except KafkaError as exc:
         raise CliError(f"the controller refused the reassignment: {error_name(exc)}") from None
@@ -149,13 +149,20 @@ def run_reassign(args: argparse.Namespace) -> int:
     return 0
 
 
-def _wait(client: Any, moving: list[TopicPartition], limit_s: float) -> None:
+def wait_for_reassignments(
+    client: Any, moving: list[TopicPartition], limit_s: float, what: str = "reassigning"
+) -> None:
+    """Follow ``moving`` with a progress bar until ListPartitionReassignments names none of them.
+
+    Raises:
+        CliError: some still move after ``limit_s``.
+    """
     from kafka import TopicPartition as KafkaPythonPartition
 
     wanted = [KafkaPythonPartition(t, p) for t, p in moving]
     deadline = time.monotonic() + limit_s
     with Progress(transient=True) as progress:
-        task = progress.add_task("reassigning", total=len(wanted))
+        task = progress.add_task(what, total=len(wanted))
         while True:
             ongoing = client.list_partition_reassignments(wanted)
             progress.update(task, completed=len(wanted) - len(ongoing))
