@@ -4,7 +4,8 @@ A follower talks to its leader through one of these (Fetch with replica_id, Offs
 Metadata, ApiVersions), and the proxy relays its clients' requests to brokers through them
 (:meth:`KafkaClient.relay`: frames encoded elsewhere, responses returned undecoded). Like httpcore
 around h11, the bytes are split by the sans-IO ``FrameReader`` and encoded and decoded by
-``barnabas.protocol``; this module only moves them.
+``barnabas.protocol``; this module only moves them. A broker's SSL listener is reached with a TLS
+context (``connect(tls=...)``, the broker-to-broker one from ``barnabas.security``).
 
 Rules this module keeps (Kafka's NetworkClient/InFlightRequests semantics):
 
@@ -32,6 +33,7 @@ import asyncio
 import collections
 import enum
 import logging
+import ssl
 import struct
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -82,11 +84,14 @@ class _InFlight:
     correlation_id: int
     api_key: int
     api_version: int
-    response: asyncio.Future[bytes]
+    response: asyncio.Future[bytes | memoryview]
+    #: The caller takes a large response as the reader's own view (a relay passes it on uncopied);
+    #: any other caller gets bytes, which kio decodes.
+    raw: bool = False
 
 
-class _ClientProtocol(asyncio.Protocol):
-    """Transport callbacks: split frames and hand each to the oldest request in flight."""
+class _ClientProtocol(asyncio.BufferedProtocol):
+    """Transport callbacks: read into the frame reader, hand each frame to the oldest request in flight."""
 
     def __init__(self, client: KafkaClient) -> None:
         self._client = client
@@ -95,8 +100,12 @@ class _ClientProtocol(asyncio.Protocol):
         # uvloop's transports implement asyncio.Transport without subclassing it.
         self._client._transport = cast(asyncio.Transport, transport)
 
-    def data_received(self, data: bytes) -> None:
-        self._client._data_received(data)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._client._frames.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._client._frames.buffer_updated(nbytes)
+        self._client._frames_ready()
 
     def eof_received(self) -> bool:
         self._client._data_received(b"")
@@ -152,8 +161,9 @@ class KafkaClient:
         timeout_s: float = 30.0,
         request_timeout_s: float | None = None,
         max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
+        tls: ssl.SSLContext | None = None,
     ) -> KafkaClient:
-        """Open a TCP connection to a broker.
+        """Open a TCP connection to a broker, with TLS when ``tls`` is given.
 
         Args:
             host: the broker's host.
@@ -163,9 +173,10 @@ class KafkaClient:
             request_timeout_s: default time a request may wait for its response; None means
                 ``timeout_s``. A long-poll Fetch needs more than its max_wait.
             max_response_size: the largest response frame accepted.
+            tls: the TLS context of an SSL listener (its ``check_hostname`` checks ``host``); None for PLAINTEXT.
 
         Raises:
-            BrokerConnectionError: the connection could not be made in time.
+            BrokerConnectionError: the connection could not be made in time, or the TLS handshake failed.
         """
         client = cls(
             host,
@@ -177,7 +188,9 @@ class KafkaClient:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout_s):
-                await loop.create_connection(lambda: _ClientProtocol(client), host, port)
+                await loop.create_connection(
+                    lambda: _ClientProtocol(client), host, port, ssl=tls, server_hostname=host if tls else None
+                )
         except TimeoutError as exc:
             raise BrokerConnectionError(f"connecting to {host}:{port} timed out after {timeout_s}s") from exc
         except OSError as exc:
@@ -246,7 +259,7 @@ class KafkaClient:
 
     async def relay(
         self, frame: bytes | memoryview, *, expect_response: bool = True, timeout_s: float | None = None
-    ) -> bytes | None:
+    ) -> bytes | memoryview | None:
         """Send a request encoded elsewhere under this connection's next correlation id; its response undecoded.
 
         Args:
@@ -257,7 +270,8 @@ class KafkaClient:
 
         Returns:
             The response frame without its size prefix (it starts with this connection's
-            correlation id), or None when no response is expected.
+            correlation id; a large one is the frame reader's own view, uncopied), or None when no
+            response is expected.
 
         Raises:
             BrokerConnectionError: as for :meth:`request`.
@@ -266,14 +280,14 @@ class KafkaClient:
 
     def relay_nowait(
         self, frame: bytes | memoryview, *, expect_response: bool = True, timeout_s: float | None = None
-    ) -> Awaitable[bytes | None]:
+    ) -> Awaitable[bytes | memoryview | None]:
         """Write the frame now (as :meth:`request_nowait`); await the result for :meth:`relay`'s."""
         self._raise_if_closed()
         api_key, api_version, _ = _REQUEST_START.unpack_from(frame, 0)
         correlation_id = self._next_correlation_id
         view = memoryview(frame)
         parts = (_INT32.pack(len(frame)), view[:4], _INT32.pack(correlation_id), view[8:])
-        entry = self._send(api_key, api_version, correlation_id, parts, expect_response=expect_response)
+        entry = self._send(api_key, api_version, correlation_id, parts, expect_response=expect_response, raw=True)
         if not expect_response:
             return _nothing()
         return self._response(entry, timeout_s)
@@ -286,16 +300,17 @@ class KafkaClient:
         parts: tuple[bytes | memoryview, ...],
         *,
         expect_response: bool = True,
+        raw: bool = False,
     ) -> _InFlight:
         self._next_correlation_id = (correlation_id + 1) % _CORRELATION_LIMIT
-        entry = _InFlight(correlation_id, api_key, api_version, asyncio.get_running_loop().create_future())
+        entry = _InFlight(correlation_id, api_key, api_version, asyncio.get_running_loop().create_future(), raw)
         if expect_response:
             self._in_flight.append(entry)
         assert self._transport is not None
         self._transport.writelines(parts)
         return entry
 
-    async def _response(self, entry: _InFlight, timeout_s: float | None) -> bytes:
+    async def _response(self, entry: _InFlight, timeout_s: float | None) -> bytes | memoryview:
         timeout = self.request_timeout_s if timeout_s is None else timeout_s
         try:
             async with asyncio.timeout(timeout):
@@ -353,8 +368,11 @@ class KafkaClient:
     # -- callbacks from _ClientProtocol -----------------------------------------------------
 
     def _data_received(self, data: bytes) -> None:
+        self._frames.receive_data(data)
+        self._frames_ready()
+
+    def _frames_ready(self) -> None:
         frames = self._frames
-        frames.receive_data(data)
         while self._phase is Phase.OPEN:
             try:
                 frame = frames.next_frame()
@@ -362,12 +380,11 @@ class KafkaClient:
                     if frames.ended:
                         self._fail("connection closed by the broker", None)
                     return
-                # kio reads only bytes; a large response arrives as the reader's own bytearray.
-                self._deliver(frame if isinstance(frame, bytes) else bytes(frame))
+                self._deliver(frame)
             except RemoteProtocolError as exc:
                 self._fail(str(exc), exc)
 
-    def _deliver(self, frame: bytes) -> None:
+    def _deliver(self, frame: bytes | memoryview) -> None:
         correlation_id = response_correlation_id(frame)
         if not self._in_flight:
             raise RemoteProtocolError(f"response with correlation id {correlation_id} but no request in flight")
@@ -379,7 +396,8 @@ class KafkaClient:
             )
         self._in_flight.popleft()
         if not entry.response.done():  # done: its caller was cancelled
-            entry.response.set_result(frame)
+            # kio reads only bytes: a large response (the reader's own buffer) is copied unless relayed.
+            entry.response.set_result(frame if entry.raw or isinstance(frame, bytes) else bytes(frame))
 
     def _connection_lost(self, exc: Exception | None) -> None:
         self._fail("connection lost" if exc is None else f"connection lost: {exc}", exc)

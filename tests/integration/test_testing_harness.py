@@ -140,7 +140,7 @@ def test_a_broker_writes_its_port_file_and_restarts_on_the_same_port(tmp_path: P
     try:
         port = broker.port
         assert port > 0 and broker.port_file.read_text() == f"{port}\n"
-        assert f"listening on 127.0.0.1:{port}" in broker.log_text()
+        assert f"listening on PLAINTEXT://127.0.0.1:{port}" in broker.log_text()
         broker.kill()
         broker.start()
         assert broker.port == port

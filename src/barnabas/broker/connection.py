@@ -19,10 +19,17 @@ Rules this module keeps (Kafka's SocketServer/RequestChannel semantics):
   transport to drain. A single frame is always read whole, however large (up to the limit).
 - A response with segment file ranges (Fetch) is sent by ``file_sender`` after the transport's
   buffer drained, with sendfile; later answers wait until it is out. If it cannot be sent whole
-  the connection closes (the frame is broken).
+  the connection closes (the frame is broken). On a TLS connection the ranges are read and
+  written through the transport instead (sendfile would bypass the encryption).
+- A connection knows its listener and principal (Kafka's RequestContext): User:ANONYMOUS, or on
+  TLS the mapped name of a verified client certificate. A certificate no
+  ``ssl.principal.mapping.rules`` rule applies to closes the connection (authentication failed).
 - Bytes are received BufferedProtocol-style into the frame reader's buffers: a large frame
   (a produce) is read from the socket straight into a buffer of its own exact size, which then
   carries the records to the log uncopied.
+- Every request answered is counted per API and version with its total time, from its frame being
+  taken up to its answer being ready (``BrokerMetrics.requests``, plain integers: the admin
+  endpoint's /metrics reads them at scrape time).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import enum
 import inspect
 import logging
 from collections import deque
+from time import perf_counter
 from typing import Any, cast
 
 from barnabas.log import FileSlice, LogError
@@ -44,10 +52,11 @@ from barnabas.protocol import (
     encode_api_versions_error,
     peek_header,
 )
+from barnabas.security import ANONYMOUS, ListenerSecurity, NoMatchingRuleError
 
-from .file_sender import send_with_files
+from .file_sender import send_with_files, write_with_files
 from .registry import API_VERSIONS_KEY, CLOSE_CONNECTION, ApiRegistry
-from .request_context import CLIENT_HOST
+from .request_context import CLIENT_HOST, LISTENER_NAME, PRINCIPAL
 from .state import BrokerState
 
 __all__ = ["KafkaConnection"]
@@ -67,9 +76,14 @@ class Phase(enum.Enum):
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, state: BrokerState, registry: ApiRegistry) -> None:
+    def __init__(self, state: BrokerState, registry: ApiRegistry, listener: ListenerSecurity | None = None) -> None:
         self._state = state
         self._registry = registry
+        self._listener = listener
+        self._principal = ANONYMOUS
+        #: Whether the transport encrypts (TLS): segment ranges then go through it, not sendfile.
+        self._tls = False
+        self._requests = state.node.metrics.requests
         self._frames = FrameReader(state.node.config["socket.request.max.bytes"])
         self._transport: asyncio.Transport | None = None
         self._peer = "?"
@@ -97,6 +111,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = self._transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._client_host = f"/{peer[0]}" if peer else ""
+        ssl_object = self._transport.get_extra_info("ssl_object")
+        self._tls = ssl_object is not None
+        if self._listener is not None:
+            try:
+                self._principal = self._listener.principal(ssl_object)
+            except NoMatchingRuleError as exc:
+                log.warning("closing connection from %s on %s: authentication failed: %s", self._peer,
+                            self._listener.name, exc)  # fmt: skip
+                self._phase = Phase.CLOSING
+                self._transport.abort()
+                return
         self._state.node.connections.add(self)
         self._task = asyncio.get_running_loop().create_task(self._serve(), name=f"conn {self._peer}")
 
@@ -116,7 +141,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         self._frames.receive_data(b"")
         self._wakeup.set()
-        return True  # keep our side open until pending responses are written
+        # Keep our side open until pending responses are written; TLS cannot (asyncio closes it).
+        return not self._tls
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._phase = Phase.CLOSED
@@ -147,6 +173,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def _serve(self) -> None:
         CLIENT_HOST.set(self._client_host)
+        LISTENER_NAME.set(self._listener.name if self._listener is not None else "")
+        PRINCIPAL.set(self._principal)
         try:
             while self._phase is Phase.OPEN:
                 try:
@@ -180,6 +208,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._transport.resume_reading()
 
     async def _handle(self, frame: bytes | memoryview) -> None:
+        started = perf_counter()  # the request's total time (Kafka's TotalTimeMs) runs until its answer is ready
         try:
             api_key, api_version, correlation_id = peek_header(frame)
         except RemoteProtocolError as exc:
@@ -193,6 +222,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if api_key == API_VERSIONS_KEY:
                 low, high = spec.min_version, spec.max_version
                 error = encode_api_versions_error(correlation_id, ErrorCode.unsupported_version, low, high)
+                self._requests.record_since(api_key, api_version, started)
                 self._answer_in_order(spec.name, error)
                 return
             self.close(f"{spec.name} v{api_version} is not supported (accepted {spec.accept_min}-{spec.max_version})")
@@ -209,12 +239,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if inspect.isawaitable(result):
             if spec.pipelined:
                 task = asyncio.ensure_future(result)
-                # Its writes have landed once it is done: the frame's buffer may serve the next one.
-                task.add_done_callback(lambda _: self._frames.recycle(frame))
+
+                def done(_: object) -> None:
+                    # Its writes have landed once it is done: the frame's buffer may serve the next one.
+                    self._frames.recycle(frame)
+                    self._requests.record_since(api_key, api_version, started)
+
+                task.add_done_callback(done)
                 self._queue_answer(spec.name, task)
                 await self._while_answers_are_full()
                 return
             result = await result
+        self._requests.record_since(api_key, api_version, started)
         self._frames.recycle(frame)
         if self._answer_in_order(spec.name, result):
             if not self._can_write.is_set():
@@ -282,6 +318,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
     async def _send_with_files(self, chunks: list[Any]) -> None:
         transport = self._transport
         assert transport is not None
+        if self._tls:
+            await self._write_with_files(transport, chunks)
+            return
         if transport.get_write_buffer_size():
             # Earlier answers first: ask to be paused until the transport's buffer is empty.
             transport.set_write_buffer_limits(high=0, low=0)
@@ -299,6 +338,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
             await send_with_files(transport.get_extra_info("socket").fileno(), chunks)
         except (BrokenPipeError, ConnectionResetError):
             self.close("the client hung up during a fetch response", logging.DEBUG)  # `consume | head`: normal
+        except (LogError, OSError) as exc:
+            self.close(f"response with segment data not sent whole: {exc}")
+
+    async def _write_with_files(self, transport: asyncio.Transport, chunks: list[Any]) -> None:
+        """The TLS path: ranges read and written through the transport, in order behind earlier answers."""
+        try:
+            await write_with_files(transport, chunks, self._can_write, lambda: self._phase is Phase.OPEN)
+        except ConnectionResetError:
+            self.close("the client hung up during a fetch response", logging.DEBUG)
         except (LogError, OSError) as exc:
             self.close(f"response with segment data not sent whole: {exc}")
 

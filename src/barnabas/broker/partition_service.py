@@ -153,6 +153,8 @@ class PartitionService:
         result = append.result
         if not result.duplicate:
             self.node.fetch_waiters.notify((topic_name, index))
+            if (header := append.header) is not None:  # bytes and messages in, from the batch header
+                self.node.metrics.appended(topic_name, header.size, header.records_count)
         return ProducePartitionResult(
             index, ErrorCode.none, result.base_offset, result.log_append_time_ms, result.log_start_offset
         )

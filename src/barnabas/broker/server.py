@@ -1,8 +1,11 @@
-"""The broker process: open coordination and logs, bind the listener, serve, stop cleanly.
+"""The broker process: open coordination and logs, bind the listeners, serve, stop cleanly.
 
-Start-up order matters: coordination first (cluster id), then the log dirs (whose lock and
-meta.properties must agree with the broker id and cluster id), then the listener, so a broker
-that cannot own its data never accepts a connection; then registration in the ``brokers``
+Every listener's TLS context is built when the Broker is made, so a key or certificate that does
+not load stops it before anything opens. Start-up order matters: coordination first (cluster id),
+then the log dirs (whose lock and meta.properties must agree with the broker id and cluster id),
+then the listeners (each advertised endpoint is registered, with its listener name), so a broker
+that cannot own its data never accepts a connection, and the admin endpoint (``admin.listeners``:
+live from now on, ready once the broker has joined); then registration in the ``brokers``
 group with a new broker epoch (waiting for a previous holder of this id to vanish), the metadata
 watches, the replica manager and the controller candidacy, and a bounded wait for the controller
 to elect anew where this broker led in an earlier incarnation, before it serves. Stopping is a
@@ -22,6 +25,7 @@ import time
 from collections.abc import Callable
 
 from barnabas.cluster import (
+    BrokerEndpoint,
     BrokerInfo,
     BrokerRegistry,
     Controller,
@@ -34,7 +38,9 @@ from barnabas.cluster.claims import PendingClaim, check_claim, record_claim
 from barnabas.config import BrokerConfig, ConfigError, cleaner_config_for, hostname_ordinal, log_config_for
 from barnabas.coordination import CoordinationError, KeyExistsError, Session, SessionState, Storage, open_storage
 from barnabas.log import LogManager, read_broker_id
+from barnabas.security import ListenerSecurity, client_security, listener_security
 
+from .admin_endpoint import BrokerAdmin
 from .connection import KafkaConnection
 from .handlers import build_registry
 from .log_cleaner import LogCleanerService
@@ -70,15 +76,23 @@ def resolve_broker_id(config: BrokerConfig) -> int:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.time, *, replace: bool = False) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        clock: Callable[[], float] = time.time,
+        *,
+        on_admin_listening: Callable[[int], None] | None = None,
+        replace: bool = False,
+    ) -> None:
+        self.config = config
         #: Start on log dirs other than the claimed ones, which are gone for good (``barnabas broker --replace``).
         self.replace = replace
         #: The claim on these log dirs to write once registered (None: it holds as stored).
         self._pending_claim: PendingClaim | None = None
-        listeners = config.listeners
-        if len(listeners) != 1:
-            raise ConfigError(f"listeners: exactly one listener is supported, got {len(listeners)}")
-        self.config = config
+        #: Every listener, and how each serves (TLS contexts built now: a bad key or certificate stops us here).
+        self._listeners = config.listener_setup
+        self._security = {security.name: security for security in listener_security(config)}
+        self._inter_broker = client_security(config)
         self.clock = clock
         self.broker_id = resolve_broker_id(config)
         self.node: NodeState | None = None
@@ -86,7 +100,8 @@ class Broker:
         self.state: BrokerState | None = None
         self._storage: Storage | None = None
         self._logs: LogManager | None = None
-        self._server: asyncio.Server | None = None
+        #: The bound listeners by name, in the order of ``listeners``.
+        self._servers: dict[str, asyncio.Server] = {}
         self._maintenance: asyncio.Task[None] | None = None
         self._session: Session | None = None
         self._watcher: MetadataWatcher | None = None
@@ -97,6 +112,9 @@ class Broker:
         self._controller_task: asyncio.Task[None] | None = None
         self._session_keeper: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
+        #: The admin endpoint (``admin.listeners``), told its bound port through ``on_admin_listening``.
+        self._admin: BrokerAdmin | None = None
+        self._on_admin_listening = on_admin_listening
 
     async def start(self, *, listen: bool = True) -> Endpoint:
         """Open everything and start listening; return the advertised endpoint.
@@ -145,7 +163,7 @@ class Broker:
             self._logs, backoff_ms=cleaner_config.backoff_ms, clock_ms=lambda: int(self.clock() * 1000)
         )
         self._logs.load_all(now_ms, {name: stored_log_config(config, topic) for name, topic in topics.topics.items()})
-        listener = config.listeners[0]
+        inter_broker = self._listeners.inter_broker_listener
         node = NodeState(
             config=config,
             broker_id=self.broker_id,
@@ -154,39 +172,56 @@ class Broker:
             topics=topics,
             logs=self._logs,
             producer_ids=ProducerIdAllocator(self._storage, self.broker_id),
-            advertised=Endpoint(listener.host, listener.port),
+            advertised=Endpoint(inter_broker.host, inter_broker.port),
             brokers=brokers,
             clock=self.clock,
             rack=config["broker.rack"],
+            inter_broker=self._inter_broker,
         )
         self.node = node
         loop = asyncio.get_running_loop()
-        bound_port = listener.port
         if listen:
-            self._server = await loop.create_server(
-                lambda: KafkaConnection(self._serving_state(), registry),
-                host=listener.host or None,
-                port=listener.port,
-                reuse_address=True,
-                start_serving=False,
-            )
-            bound_port = self._server.sockets[0].getsockname()[1]
-        node.advertised = self._advertised_endpoint(bound_port)
+            await self._bind(registry)
+        node.endpoints = self._advertised_endpoints()
+        (inter_broker_endpoint,) = (e for e in node.endpoints if e.listener == inter_broker.name)
+        node.advertised = Endpoint(inter_broker_endpoint.host, inter_broker_endpoint.port)
+        self._start_admin()
         await self._join_cluster(node, registry)
-        if self._server is not None:
-            await self._server.start_serving()
+        for server in self._servers.values():
+            await server.start_serving()
         self._maintenance = loop.create_task(self._maintain(), name="log maintenance")
         if listen:
-            log.info(
-                "broker %d (cluster %s) listening on %s:%d, advertised as %s:%d, %d partitions in %s",
-                self.broker_id, cluster_id, listener.host or "*", bound_port, node.advertised.host,
-                node.advertised.port, len(list(self._logs.partitions())), ", ".join(map(str, config.log_dirs)),
-            )  # fmt: skip
+            for listener, endpoint in zip(self._listeners.listeners, node.endpoints, strict=True):
+                log.info(
+                    "broker %d (cluster %s) listening on %s://%s:%d (%s), advertised as %s:%d",
+                    self.broker_id, cluster_id, listener.name, listener.host or "*", self.bound_ports[listener.name],
+                    listener.protocol.value, endpoint.host, endpoint.port,
+                )  # fmt: skip
+            log.info("broker %d: inter-broker listener %s, %d partitions in %s", self.broker_id, inter_broker.name,
+                     len(list(self._logs.partitions())), ", ".join(map(str, config.log_dirs)))  # fmt: skip
         else:
             log.info("broker %d (cluster %s) started without a listener", self.broker_id, cluster_id)
         for key, reason in sorted(config.ignored.items()):
             log.info("ignoring Kafka setting %s: %s", key, reason)
         return node.advertised
+
+    async def _bind(self, registry: ApiRegistry) -> None:
+        """Bind every listener (serving starts once the broker has joined), TLS ones with their context."""
+        loop = asyncio.get_running_loop()
+        for listener in self._listeners.listeners:
+            security = self._security[listener.name]
+            self._servers[listener.name] = await loop.create_server(
+                self._connections(registry, security),
+                host=listener.host or None,
+                port=listener.port,
+                reuse_address=True,
+                start_serving=False,
+                ssl=security.context,
+            )
+
+    def _connections(self, registry: ApiRegistry, security: ListenerSecurity) -> Callable[[], KafkaConnection]:
+        """What a listener makes of each connection it accepts."""
+        return lambda: KafkaConnection(self._serving_state(), registry, security)
 
     def _serving_state(self) -> BrokerState:
         """The complete state a new connection's handlers use (the listener serves only once it exists)."""
@@ -202,7 +237,10 @@ class Broker:
         self._session = await metastore.open_session(ttl_s)
         assert self._logs is not None
         clean = all(self._logs.clean_shutdown.values())
-        info = BrokerInfo(self.broker_id, state.advertised.host, state.advertised.port, state.rack, clean=clean)
+        info = BrokerInfo(
+            self.broker_id, state.advertised.host, state.advertised.port, state.rack, clean=clean,
+            endpoints=state.endpoints,
+        )  # fmt: skip
         try:
             registered = await state.brokers.register(self._session, info)
         except KeyExistsError:
@@ -317,13 +355,18 @@ class Broker:
             self.controller.run(self._session), name="controller candidacy"
         )
 
-    def _advertised_endpoint(self, bound_port: int) -> Endpoint:
-        listener = self.config.listeners[0]
-        if self.config["advertised.listeners"]:
-            advertised = self.config.advertised_listeners[0]
-            return Endpoint(advertised.host or socket.getfqdn(), advertised.port)
-        host = listener.host if listener.host not in ("", "0.0.0.0", "::") else socket.getfqdn()
-        return Endpoint(host, bound_port)
+    def _advertised_endpoints(self) -> tuple[BrokerEndpoint, ...]:
+        """Each listener's advertised.listeners entry, else its bound address (this host's name for a wildcard)."""
+        endpoints = []
+        bound = self.bound_ports if self._servers else {}
+        for listener in self._listeners.listeners:
+            if listener.advertised is not None:
+                host, port = listener.advertised.host or socket.getfqdn(), listener.advertised.port
+            else:
+                host = listener.host if listener.host not in ("", "0.0.0.0", "::") else socket.getfqdn()
+                port = bound.get(listener.name, listener.port)
+            endpoints.append(BrokerEndpoint(listener.name, host, port, listener.protocol.value))
+        return tuple(endpoints)
 
     async def _maintain(self) -> None:
         config = self.config
@@ -348,24 +391,50 @@ class Broker:
 
     @property
     def bound_port(self) -> int:
-        """The port the listener is bound to (the one picked when the listener says port 0)."""
-        if self._server is None or not self._server.sockets:
+        """The port the first listener is bound to (the one picked when the listener says port 0)."""
+        return next(iter(self.bound_ports.values()))
+
+    @property
+    def bound_ports(self) -> dict[str, int]:
+        """Each listener's bound port, by listener name, in the order of ``listeners``."""
+        if not self._servers or not all(server.sockets for server in self._servers.values()):
             raise RuntimeError("the broker is not listening")
-        return int(self._server.sockets[0].getsockname()[1])
+        return {name: int(server.sockets[0].getsockname()[1]) for name, server in self._servers.items()}
+
+    def _start_admin(self) -> None:
+        """Serve /healthz, /readyz and /metrics (if ``admin.listeners`` asks), ready once the broker has joined."""
+        if self.config.admin_listener is None:
+            return
+        name = f"broker {self.broker_id} admin"
+        self._admin = BrokerAdmin(self.config, lambda: self.state, lambda: self._session, name)
+        port = self._admin.start()
+        log.info("broker %d admin endpoint on http://%s:%d", self.broker_id, self.config.admin_listener.host or "*",
+                 port)  # fmt: skip
+        if self._on_admin_listening is not None:
+            self._on_admin_listening(port)
+
+    @property
+    def admin_port(self) -> int:
+        """The admin endpoint's bound port (the one picked when ``admin.listeners`` says port 0)."""
+        if self._admin is None:
+            raise RuntimeError("the broker has no admin endpoint")
+        return self._admin.port
 
     async def stop(self) -> None:
         """Controlled shutdown, then stop accepting, close connections and logs, release storage."""
+        if self._admin is not None:
+            self._admin.shutting_down()  # /readyz fails from now on
         await self._controlled_shutdown()
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers.values():
+            server.close()
         if self.node is not None:
             for connection in list(self.node.connections):
                 connection.close()
             self.node.fetch_waiters.notify_all()
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(5):
-                    await self._server.wait_closed()
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(5):
+                for server in self._servers.values():
+                    await server.wait_closed()
         await self._release()
         log.info("broker %d stopped cleanly", self.broker_id)
         self._stopped.set()
@@ -394,6 +463,9 @@ class Broker:
             log.warning("controlled shutdown: still leading %d partitions after the wait", len(left))
 
     async def _release(self) -> None:
+        if self._admin is not None:  # first: it reads what is released below
+            await self._admin.stop()
+            self._admin = None
         await _cancel(self._session_keeper)
         await _cancel(self._controller_task)
         self._session_keeper = self._controller_task = None

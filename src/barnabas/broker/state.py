@@ -15,11 +15,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from barnabas.cluster import BrokerInfo, BrokerRegistry, PartitionState, ProducerIdAllocator, Topic, TopicStore
+from barnabas.client import BrokerConnectionError, KafkaClient
+from barnabas.cluster import (
+    BrokerEndpoint,
+    BrokerInfo,
+    BrokerRegistry,
+    PartitionState,
+    ProducerIdAllocator,
+    Topic,
+    TopicStore,
+)
 from barnabas.config import BrokerConfig, log_config_for
 from barnabas.coordination import Storage
 from barnabas.log import LogConfig, LogManager, PartitionLog
+from barnabas.security import PLAINTEXT_CLIENT, ClientSecurity
 
+from .metrics import BrokerMetrics
 from .purgatory import FetchWaiters
 
 if TYPE_CHECKING:
@@ -55,10 +66,16 @@ class NodeState:
     brokers: BrokerRegistry
     clock: Callable[[], float] = time.time
     rack: str | None = None
+    #: Every advertised listener (``advertised`` is the inter-broker one's address); empty without listeners.
+    endpoints: tuple[BrokerEndpoint, ...] = ()
+    #: How this broker's own clients (followers' fetchers) connect to other brokers.
+    inter_broker: ClientSecurity = PLAINTEXT_CLIENT
     #: This incarnation's broker epoch (KIP-380), -1 until registered; a new one after every
     #: registration. Partition states name the epoch each ISR member is in sync in.
     broker_epoch: int = -1
     fetch_waiters: FetchWaiters = field(default_factory=FetchWaiters)
+    #: What the broker counts as it serves (requests, bytes in, ISR changes), for the admin endpoint.
+    metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
     connections: set[Any] = field(default_factory=set)
     #: Called after this broker changed topics or partition states itself (an admin request), so the
     #: replica manager takes the change up now rather than when the watch reports it.
@@ -82,8 +99,44 @@ class NodeState:
 
     def live_brokers(self) -> dict[int, BrokerInfo]:
         """Registered brokers, this one always included (it serves even while coordination is away)."""
-        me = BrokerInfo(self.broker_id, self.advertised.host, self.advertised.port, self.rack, self.broker_epoch)
+        me = BrokerInfo(
+            self.broker_id, self.advertised.host, self.advertised.port, self.rack, self.broker_epoch,
+            endpoints=self.endpoints,
+        )  # fmt: skip
         return {**self.brokers.live, self.broker_id: me}
+
+    def brokers_on(self, listener: str) -> dict[int, tuple[BrokerInfo, BrokerEndpoint]]:
+        """Live brokers with an endpoint on the listener named ``listener``, and that endpoint.
+
+        Kafka answers a client with the endpoints of the listener it connected on, leaving out
+        brokers without one. An empty name (a request from no connection: handler tests) takes
+        each broker's registered address.
+        """
+        found = {}
+        for broker_id, info in self.live_brokers().items():
+            endpoint = info.endpoint(listener) if listener else BrokerEndpoint("", info.host, info.port)
+            if endpoint is not None:
+                found[broker_id] = (info, endpoint)
+        return found
+
+    async def connect_to_broker(
+        self, info: BrokerInfo, *, client_id: str, timeout_s: float, request_timeout_s: float
+    ) -> KafkaClient:
+        """A client connection to another broker, on the inter-broker listener with its protocol.
+
+        Raises:
+            BrokerConnectionError: it has no endpoint on that listener, or the connection failed.
+        """
+        security = self.inter_broker
+        endpoint = info.endpoint(security.listener)
+        if endpoint is None:
+            raise BrokerConnectionError(
+                f"broker {info.broker_id} has no {security.listener} listener (inter.broker.listener.name)"
+            )
+        return await KafkaClient.connect(
+            endpoint.host, endpoint.port, client_id=client_id, timeout_s=timeout_s,
+            request_timeout_s=request_timeout_s, tls=security.context,
+        )  # fmt: skip
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import signal
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,10 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--port-file", type=Path, metavar="FILE",
         help="once serving, write the listening port here (for --listen HOST:0; written whole, by a rename)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--admin-port-file", type=Path, metavar="FILE",
+        help="once the admin endpoint (admin.listeners) listens, write its port here, before joining the cluster",
     )  # fmt: skip
     parser.set_defaults(run=run)
 
@@ -87,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     import uvloop
 
-    return int(uvloop.run(_serve(config, args.port_file, replace=args.replace)))
+    return int(uvloop.run(_serve(config, args.port_file, args.admin_port_file, replace=args.replace)))
 
 
 def write_port_file(path: Path, port: int) -> None:
@@ -100,7 +105,9 @@ def write_port_file(path: Path, port: int) -> None:
         raise CliError(f"--port-file {path}: {exc.strerror or exc}") from None
 
 
-async def _serve(config: Any, port_file: Path | None = None, *, replace: bool = False) -> int:
+async def _serve(
+    config: Any, port_file: Path | None = None, admin_port_file: Path | None = None, *, replace: bool = False
+) -> int:
     from barnabas.broker import Broker
     from barnabas.cluster.claims import ClaimRefusedError
     from barnabas.config import ConfigError
@@ -115,7 +122,8 @@ async def _serve(config: Any, port_file: Path | None = None, *, replace: bool = 
         loop.add_signal_handler(signum, stopping.set)
     loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
     try:
-        broker = Broker(config, replace=replace)
+        on_admin_listening = None if admin_port_file is None else partial(write_port_file, admin_port_file)
+        broker = Broker(config, on_admin_listening=on_admin_listening, replace=replace)
         starting = asyncio.ensure_future(broker.start())
         signalled = asyncio.ensure_future(stopping.wait())
         await asyncio.wait({starting, signalled}, return_when=asyncio.FIRST_COMPLETED)

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import signal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,10 @@ def register(commands: Any) -> None:
         "--port-file", type=Path, metavar="FILE",
         help="once serving, write the listening port here (for --listen HOST:0; written whole, by a rename)",
     )  # fmt: skip
+    parser.add_argument(
+        "--admin-port-file", type=Path, metavar="FILE",
+        help="once the admin endpoint (admin.listeners) listens, write its port here",
+    )  # fmt: skip
     parser.set_defaults(run=run)
 
 
@@ -75,10 +80,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     import uvloop
 
-    return int(uvloop.run(_serve(config, args.port_file)))
+    return int(uvloop.run(_serve(config, args.port_file, args.admin_port_file)))
 
 
-async def _serve(config: Any, port_file: Path | None) -> int:
+async def _serve(config: Any, port_file: Path | None, admin_port_file: Path | None = None) -> int:
     from barnabas.config import ConfigError
     from barnabas.proxy import Proxy
 
@@ -86,7 +91,8 @@ async def _serve(config: Any, port_file: Path | None) -> int:
     stopping = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopping.set)
-    proxy = Proxy(config)
+    on_admin_listening = None if admin_port_file is None else partial(write_port_file, admin_port_file)
+    proxy = Proxy(config, on_admin_listening=on_admin_listening)
     try:
         starting = asyncio.ensure_future(proxy.start())
         signalled = asyncio.ensure_future(stopping.wait())

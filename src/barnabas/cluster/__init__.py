@@ -1,6 +1,6 @@
 """Cluster metadata: topics, partition state, live brokers and the controller, kept in coordination storage."""
 
-from .brokers import BrokerInfo, BrokerRegistry
+from .brokers import BrokerEndpoint, BrokerInfo, BrokerRegistry
 from .controller import Controller, LeaderRebalance, NotControllerError, next_partition_state
 from .leadership import initial_state
 from .model import PartitionState, Reassignment, Topic, describe_partitions, is_valid_topic_name, topic_name_problem
@@ -9,6 +9,7 @@ from .topic_store import TopicExistsError, TopicStore
 from .watcher import MetadataWatcher
 
 __all__ = [
+    "BrokerEndpoint",
     "BrokerInfo",
     "BrokerRegistry",
     "Controller",

@@ -12,19 +12,43 @@ never mistakes a restarted broker (which may have lost writes it never flushed) 
 place it holds in an ISR. ``clean`` says whether the incarnation's logs were closed cleanly last
 time (KIP-966's unclean-shutdown detection): the controller prefers such a broker when it must
 choose among restarted ones.
+
+A broker registers every advertised endpoint, one per listener name with its security protocol
+(Kafka's ``endpoints`` and ``listener_security_protocol_map`` in /brokers/ids/<id>). ``host`` and
+``port`` are its inter-broker listener's endpoint; a registration written before endpoints
+existed reads as a single PLAINTEXT listener there.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from barnabas.coordination import GroupMembership, Metastore, Session, Storage, VersionConflictError
 
-__all__ = ["BROKERS_GROUP", "BROKER_EPOCHS_PREFIX", "BrokerInfo", "BrokerRegistry"]
+__all__ = ["BROKERS_GROUP", "BROKER_EPOCHS_PREFIX", "BrokerEndpoint", "BrokerInfo", "BrokerRegistry"]
 
 BROKERS_GROUP = "brokers"
 BROKER_EPOCHS_PREFIX = "broker_epochs/"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    """One advertised listener of a broker: its name, address and security protocol."""
+
+    listener: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+    def to_json(self) -> dict[str, object]:
+        return {"listener": self.listener, "host": self.host, "port": self.port, "protocol": self.security_protocol}
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> BrokerEndpoint:
+        return cls(str(document["listener"]), str(document["host"]), int(document["port"]), str(document["protocol"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +63,20 @@ class BrokerInfo:
     epoch: int = -1
     #: Whether this incarnation started from logs closed cleanly (nothing unflushed was lost).
     clean: bool = True
+    #: Every advertised listener; empty means a single PLAINTEXT listener at ``host:port``.
+    endpoints: tuple[BrokerEndpoint, ...] = ()
+
+    def endpoint(self, listener: str) -> BrokerEndpoint | None:
+        """This broker's endpoint on the listener named ``listener``, if it has one."""
+        for endpoint in self.endpoints or (BrokerEndpoint("PLAINTEXT", self.host, self.port),):
+            if endpoint.listener == listener:
+                return endpoint
+        return None
 
     def to_json(self) -> bytes:
         return json.dumps({
-            "version": 2, "host": self.host, "port": self.port, "rack": self.rack, "epoch": self.epoch,
-            "clean": self.clean,
+            "version": 3, "host": self.host, "port": self.port, "rack": self.rack, "epoch": self.epoch,
+            "clean": self.clean, "endpoints": [endpoint.to_json() for endpoint in self.endpoints],
         }).encode()  # fmt: skip
 
     @classmethod
@@ -56,6 +89,7 @@ class BrokerInfo:
             document.get("rack"),
             int(document.get("epoch", -1)),
             bool(document.get("clean", False)),
+            tuple(BrokerEndpoint.from_json(endpoint) for endpoint in document.get("endpoints", ())),
         )
 
 
@@ -86,9 +120,7 @@ class BrokerRegistry:
         Raises:
             KeyExistsError: another live broker holds the id after ``wait_s``.
         """
-        registered = BrokerInfo(
-            info.broker_id, info.host, info.port, info.rack, await self._next_epoch(info.broker_id), info.clean
-        )
+        registered = dataclasses.replace(info, epoch=await self._next_epoch(info.broker_id))
         await self.membership.join(session, str(info.broker_id), registered.to_json(), wait_s)
         self.live[info.broker_id] = registered
         self.generation += 1

@@ -22,10 +22,10 @@ import os
 import re
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .admin import ADMIN_CONFIG_LIST, AdminListener, parse_admin_listeners
 from .definitions import (
     INT32_MAX,
     INT64_MAX,
@@ -38,8 +38,19 @@ from .definitions import (
     one_of,
     read_properties_file,
 )
+from .listeners import (
+    DEFAULT_PROTOCOL_MAP,
+    SSL_CONFIG_LIST,
+    Listener,
+    ListenerSetup,
+    listener_override,
+    override_key,
+    parse_listener,
+    resolve_listeners,
+    ssl_settings,
+)
 
-__all__ = ["BROKER_CONFIGS", "BrokerConfig", "Listener", "load_broker_config"]
+__all__ = ["BROKER_CONFIGS", "BrokerConfig", "Listener", "load_broker_config", "parse_listener"]
 
 ENV_PREFIX = "BARNABAS_"
 #: ``BARNABAS_*`` variables that are not broker settings: read by the CLI, the benchmark and tests.
@@ -63,7 +74,11 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
     # exposes nothing.
     ConfigDef("listeners", _LIST, ["PLAINTEXT://127.0.0.1:9092"], "Listener URIs to bind."),
     ConfigDef("advertised.listeners", _LIST, None, "Listener URIs given to clients; defaults to listeners."),
-    ConfigDef("listener.security.protocol.map", _S, "PLAINTEXT:PLAINTEXT", "Listener name to protocol."),
+    ConfigDef("listener.security.protocol.map", _S, DEFAULT_PROTOCOL_MAP, "Listener name to security protocol."),
+    ConfigDef("inter.broker.listener.name", _S, None,
+              "The listener other brokers connect on; default the one named PLAINTEXT, else the only one."),
+    ConfigDef("security.inter.broker.protocol", _S, None,
+              "Names the inter-broker listener by its protocol instead (not with inter.broker.listener.name)."),
     ConfigDef("log.dirs", _LIST, None, "Log directories; defaults to log.dir."),
     ConfigDef("log.dir", _S, DEFAULT_DATA_DIR, "Log directory used when log.dirs is unset."),
     ConfigDef("coordination.url", _S, None,
@@ -161,6 +176,8 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
     ConfigDef("connections.max.idle.ms", _L, 600000, "Idle connections are closed after this long.", at_least(1)),
     ConfigDef("fetch.max.bytes", _I, 57671680, "Largest Fetch response the broker builds.", at_least(1024)),
     ConfigDef("broker.id.generation.enable", _B, True, "Accepted for compatibility; ids come from config or host."),
+    *ADMIN_CONFIG_LIST,
+    *SSL_CONFIG_LIST,
 )  # fmt: skip
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {definition.name: definition for definition in BROKER_CONFIG_LIST}
@@ -182,7 +199,7 @@ IGNORED_KAFKA_SETTINGS: dict[str, str] = {
     ),
     **dict.fromkeys(
         ("process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
-         "controller.listener.names", "inter.broker.listener.name", "metadata.log.dir"),
+         "controller.listener.names", "metadata.log.dir"),
         "barnabas has no KRaft quorum; the controller is elected through coordination",
     ),
     **dict.fromkeys(
@@ -196,32 +213,12 @@ IGNORED_KAFKA_SETTINGS: dict[str, str] = {
     "log.preallocate": "segments are not preallocated",
     "group.coordinator.rebalance.protocols": "only the classic group protocol is served",
     "offsets.load.buffer.size": "__consumer_offsets partitions load in 5 MiB steps",
+    **dict.fromkeys(
+        ("ssl.keymanager.algorithm", "ssl.trustmanager.algorithm", "ssl.secure.random.implementation",
+         "ssl.provider"),
+        "TLS is OpenSSL's (Python's ssl module), not a Java provider's",
+    ),
 }  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class Listener:
-    name: str
-    host: str
-    port: int
-
-
-_LISTENER = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:/]*):(?P<port>\d+)$")
-
-
-def parse_listener(uri: str, key: str) -> Listener:
-    """Parse ``NAME://host:port`` (empty host means every interface, as in Kafka).
-
-    Raises:
-        ConfigError: malformed URI or port.
-    """
-    match = _LISTENER.match(uri.strip())
-    if not match:
-        raise ConfigError(f"{key}: {uri!r} is not of the form NAME://host:port")
-    port = int(match["port"])
-    if port > 65535:
-        raise ConfigError(f"{key}: port {port} is out of range")
-    return Listener(match["name"].upper(), match["host"].strip("[]"), port)
 
 
 class BrokerConfig:
@@ -251,9 +248,27 @@ class BrokerConfig:
         return [parse_listener(uri, "listeners") for uri in self["listeners"]]
 
     @property
+    def admin_listener(self) -> AdminListener | None:
+        """Where the admin HTTP endpoint binds; None when it is off."""
+        return parse_admin_listeners(self["admin.listeners"])
+
+    @property
     def advertised_listeners(self) -> list[Listener]:
         uris = self["advertised.listeners"] or self["listeners"]
         return [parse_listener(uri, "advertised.listeners") for uri in uris]
+
+    @property
+    def listener_setup(self) -> ListenerSetup:
+        """Every listener with its protocol and advertised entry, and the inter-broker listener's name.
+
+        Raises:
+            ConfigError: an inconsistent listener setting (checked when the config loads).
+        """
+        return resolve_listeners(self, self._values.get)
+
+    def ssl_for(self, listener: str) -> dict[str, Any]:
+        """Every ssl.* value as ``listener`` sees it (its listener.name.<name>.ssl.* overrides first)."""
+        return ssl_settings(self, listener, self._values.get)
 
     @property
     def log_dirs(self) -> list[Path]:
@@ -337,27 +352,24 @@ def load_broker_config(
         if key in IGNORED_KAFKA_SETTINGS:
             ignored[key] = IGNORED_KAFKA_SETTINGS[key]
             continue
-        definition = BROKER_CONFIGS.get(key)
+        stored, definition = key, BROKER_CONFIGS.get(key)
+        if (override := listener_override(key)) is not None:  # listener.name.<name>.ssl.*
+            stored, definition = override_key(*override), BROKER_CONFIGS[override[1]]
         if definition is None:
             raise ConfigError(f"unknown setting {key!r} (from {origin})")
         try:
-            values[key] = definition.parse(value)
+            values[stored] = definition.parse(value)
         except ConfigError as exc:
-            raise ConfigError(f"{exc} (from {origin})") from None
-        sources[key] = ConfigSource.STATIC_BROKER_CONFIG
+            raise ConfigError(f"{exc} (from {origin}{'' if stored == definition.name else ', as ' + key})") from None
+        sources[stored] = ConfigSource.STATIC_BROKER_CONFIG
     config = BrokerConfig(values, sources, ignored)
     _check_consistency(config)
     return config
 
 
 def _check_consistency(config: BrokerConfig) -> None:
-    listeners = config.listeners
-    if not listeners:
-        raise ConfigError("listeners: at least one listener is required")
-    advertised = config.advertised_listeners
-    for listener in advertised:
-        if listener.port == 0 and config["advertised.listeners"]:
-            raise ConfigError("advertised.listeners: port 0 cannot be advertised")
+    config.admin_listener  # noqa: B018 - parsed now so that a bad value stops the broker at once
+    config.listener_setup  # noqa: B018 - resolving it checks every listener and ssl.* setting together
     if config["broker.id"] >= 0 and config["node.id"] >= 0 and config["broker.id"] != config["node.id"]:
         raise ConfigError(f"broker.id={config['broker.id']} and node.id={config['node.id']} disagree")
     if config["message.max.bytes"] > config["socket.request.max.bytes"]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .admin import ADMIN_CONFIG_LIST, AdminListener, parse_admin_listeners
 from .broker import Listener, parse_listener
 from .definitions import ConfigDef, ConfigError, ConfigType, at_least, read_properties_file
 
@@ -44,6 +45,7 @@ PROXY_CONFIGS: dict[str, ConfigDef] = {
                   at_least(0)),
         ConfigDef("max.in.flight.requests.per.connection", _I, 100,
                   "Requests of one client connection the proxy handles at once before it stops reading.", at_least(1)),
+        *ADMIN_CONFIG_LIST,
     ]
 }  # fmt: skip
 
@@ -63,6 +65,11 @@ class ProxyConfig:
     def advertised(self) -> Listener | None:
         uris = self["advertised.listeners"]
         return parse_listener(uris[0], "advertised.listeners") if uris else None
+
+    @property
+    def admin_listener(self) -> AdminListener | None:
+        """Where the admin HTTP endpoint binds; None when it is off."""
+        return parse_admin_listeners(self["admin.listeners"])
 
     @property
     def bootstrap(self) -> list[tuple[str, int]]:
@@ -97,6 +104,7 @@ def load_proxy_config(file: Path | None = None, overrides: Mapping[str, str] | N
     if len(config["listeners"]) != 1:
         raise ConfigError("listeners: exactly one listener is supported")
     config.listener  # noqa: B018 - parsed now so that a bad value stops the proxy at once
+    config.admin_listener  # noqa: B018 - likewise
     advertised = config.advertised
     if advertised is not None and advertised.port == 0:
         raise ConfigError("advertised.listeners: port 0 cannot be advertised")

@@ -26,7 +26,7 @@ from ._errors import (
 )
 from ._fetch_response import FetchPartitionResult, encode_fetch_response
 from ._fetch_response_scan import fetch_response_names_nodes
-from ._framing import LARGE_FRAME, NEED_DATA, FrameReader, NeedData
+from ._framing import LARGE_FRAME, NEED_DATA, BufferPool, FrameReader, NeedData
 from ._metadata_response import (
     MetadataBroker,
     MetadataPartition,
@@ -71,6 +71,7 @@ __all__ = [
     "LOG_OVERHEAD",
     "NEED_DATA",
     "NO_THROTTLE",
+    "BufferPool",
     "Compression",
     "CorruptRecordError",
     "ErrorCode",

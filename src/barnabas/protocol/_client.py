@@ -153,7 +153,7 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
     return buffer.getvalue()
 
 
-def response_correlation_id(frame: bytes) -> int:
+def response_correlation_id(frame: bytes | bytearray | memoryview) -> int:
     """The correlation id of a response frame (the payload after the size prefix).
 
     Raises:
@@ -186,13 +186,13 @@ def _read_body(schema: type[Any], frame: bytes, offset: int) -> Any:
     return body
 
 
-def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
+def decode_response(api_key: int, api_version: int, frame: bytes | bytearray | memoryview) -> tuple[int, Any]:
     """Decode a response frame (the payload after the size prefix) to its correlation id and body.
 
     Args:
         api_key: the API key of the request this answers.
         api_version: the version that request was sent as.
-        frame: the frame payload, as ``FrameReader.next_frame`` returns it.
+        frame: the frame payload, as ``FrameReader.next_frame`` returns it (a view is copied once).
 
     Returns:
         (correlation_id, kio response entity). For ApiVersions with UNSUPPORTED_VERSION the
@@ -203,6 +203,8 @@ def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, 
         RemoteProtocolError: the bytes do not decode as that response, or leave bytes over.
     """
     schema = _response_schema(api_key, api_version)
+    if not isinstance(frame, bytes):
+        frame = bytes(frame)  # kio reads only bytes; a relayed large answer arrives as a view
     correlation_id = response_correlation_id(frame)
     offset = 4
     if schema.__header_schema__ is ResponseHeaderV1:

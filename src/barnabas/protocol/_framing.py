@@ -14,7 +14,10 @@ Rules this module keeps:
   its answer sent) it may hand it back with :meth:`FrameReader.recycle`, and the next large frame
   that fits reuses it, so a stream of produce requests does not pay for zeroing fresh memory
   (a new megabyte ``bytearray`` is zero-filled page by page). Buffers are sized in
-  ``_GRANULE`` steps; at most ``_POOL_BUFFERS`` are kept, none over ``_POOL_MAX_BUFFER``.
+  ``_GRANULE`` steps and kept in a :class:`BufferPool`, none over ``_POOL_MAX_BUFFER``: each
+  reader's own by default, or one a server shares among its connections, so a client that
+  pipelines many produce requests at once (librdkafka allows a million in flight) reuses what
+  any connection handed back, within the pool's byte budget.
 - A size prefix above the limit (``socket.request.max.bytes``) or below zero raises
   FrameTooLargeError from ``next_frame`` once the frames before it are returned: the payload is
   never buffered.
@@ -32,7 +35,7 @@ from collections import deque
 
 from ._errors import FrameTooLargeError, RemoteProtocolError
 
-__all__ = ["LARGE_FRAME", "NEED_DATA", "FrameReader", "NeedData"]
+__all__ = ["LARGE_FRAME", "NEED_DATA", "BufferPool", "FrameReader", "NeedData"]
 
 _SIZE = struct.Struct(">i")
 #: Frames larger than this are read into a buffer of their own.
@@ -42,8 +45,8 @@ _READ_SIZE = 64 * 1024
 _SCRATCH_SIZE = 4 * _READ_SIZE
 #: Large-frame buffers are allocated in multiples of this, so one fits frames of nearby sizes.
 _GRANULE = 256 * 1024
-#: Recycled large-frame buffers kept at most.
-_POOL_BUFFERS = 4
+#: Bytes of recycled large-frame buffers a reader's own pool keeps at most.
+_OWN_POOL_BYTES = 8 * 1024 * 1024
 #: Larger buffers are never kept: a rare huge request must not pin its memory to the connection.
 _POOL_MAX_BUFFER = 16 * 1024 * 1024
 
@@ -55,6 +58,43 @@ class NeedData(enum.Enum):
 
 
 NEED_DATA = NeedData.NEED_DATA
+
+
+class BufferPool:
+    """Large-frame buffers handed back, for the next large frame that fits, within a byte budget."""
+
+    __slots__ = ("_buffers", "_bytes", "max_bytes")
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._buffers: list[bytearray] = []
+        self._bytes = 0
+
+    @property
+    def kept_bytes(self) -> int:
+        return self._bytes
+
+    def take(self, size: int) -> bytearray | None:
+        """The smallest kept buffer of at least ``size`` bytes (removed from the pool), or None."""
+        best: bytearray | None = None
+        for buffer in self._buffers:
+            if len(buffer) >= size and (best is None or len(buffer) < len(best)):
+                best = buffer
+        if best is not None:
+            self._buffers.remove(best)
+            self._bytes -= len(best)
+        return best
+
+    def give(self, buffer: bytearray) -> None:
+        """Keep ``buffer`` for later, dropping the smallest kept ones if the budget needs room."""
+        if len(buffer) > min(_POOL_MAX_BUFFER, self.max_bytes) or any(kept is buffer for kept in self._buffers):
+            return
+        self._buffers.append(buffer)
+        self._bytes += len(buffer)
+        while self._bytes > self.max_bytes:
+            smallest = min(self._buffers, key=len)
+            self._buffers.remove(smallest)
+            self._bytes -= len(smallest)
 
 
 class FrameReader:
@@ -75,15 +115,15 @@ class FrameReader:
         "_start",
     )
 
-    def __init__(self, max_frame_size: int) -> None:
+    def __init__(self, max_frame_size: int, pool: BufferPool | None = None) -> None:
         self._max_frame_size = max_frame_size
         self._buffer = bytearray(_SCRATCH_SIZE)
         #: Scratch layout: [_start, _scan) whole frames, [_scan, _end) the start of the next one.
         self._start = self._scan = self._end = 0
         #: Large frames not yet returned, each with the scratch position it comes before.
         self._larges: deque[tuple[int, memoryview]] = deque()
-        #: Recycled large-frame buffers.
-        self._pool: list[bytearray] = []
+        #: Recycled large-frame buffers (this reader's own, or shared with other connections).
+        self._pool = pool if pool is not None else BufferPool(_OWN_POOL_BYTES)
         #: The large frame still being filled (the last of ``_larges``), and its bytes so far.
         self._filling: memoryview | None = None
         self._filled = 0
@@ -155,15 +195,8 @@ class FrameReader:
 
     def recycle(self, frame: bytes | memoryview) -> None:
         """Hand back a large frame ``next_frame`` returned, once nothing reads or writes it any more."""
-        if not isinstance(frame, memoryview) or not isinstance(frame.obj, bytearray):
-            return
-        buffer = frame.obj
-        pool = self._pool
-        if len(buffer) > _POOL_MAX_BUFFER or any(kept is buffer for kept in pool):
-            return
-        pool.append(buffer)
-        if len(pool) > _POOL_BUFFERS:
-            pool.remove(min(pool, key=len))
+        if isinstance(frame, memoryview) and isinstance(frame.obj, bytearray):
+            self._pool.give(frame.obj)
 
     def next_frame(self) -> bytes | memoryview | NeedData:
         """Return the next complete frame's payload (without the size prefix), or NEED_DATA.
@@ -224,11 +257,8 @@ class FrameReader:
 
     def _frame_buffer(self, size: int) -> memoryview:
         """A writable view of exactly ``size`` bytes: the smallest recycled buffer that fits, or a new one."""
-        fitting = [buffer for buffer in self._pool if len(buffer) >= size]
-        if fitting:
-            buffer = min(fitting, key=len)
-            self._pool.remove(buffer)
-        else:
+        buffer = self._pool.take(size)
+        if buffer is None:
             buffer = bytearray(-(-size // _GRANULE) * _GRANULE)
         return memoryview(buffer)[:size]
 

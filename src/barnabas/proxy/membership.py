@@ -41,6 +41,8 @@ class ProxyMembership:
         self.nodes = nodes
         self.session_timeout_s = session_timeout_s
         self._session: Session | None = None
+        #: The session this node last joined the group with.
+        self._joined_with: Session | None = None
         self._membership = GroupMembership(storage.metastore, PROXIES_GROUP)
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -64,10 +66,17 @@ class ProxyMembership:
         data = json.dumps({"host": me.host, "port": me.port, "rack": me.rack}).encode()
         try:
             await self._membership.join(self._session, str(me.node_id), data)
+            self._joined_with = self._session
         except KeyExistsError:
             raise CoordinationError(
                 f"proxy node id {me.node_id} is held by another live proxy node; set proxy.node.id"
             ) from None
+
+    @property
+    def joined(self) -> bool:
+        """Whether this node is a member of the group now: joined, on a session still connected."""
+        session = self._session
+        return session is not None and session is self._joined_with and session.state is SessionState.CONNECTED
 
     async def _follow(self) -> None:
         async for members in self._membership.watch():

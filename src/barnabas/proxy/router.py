@@ -86,6 +86,10 @@ _STALE = {
 _NOT_COORDINATOR = {ErrorCode.not_coordinator, ErrorCode.coordinator_not_available}
 
 
+def _keep(frame: bytes | memoryview) -> None:
+    """The default for a router without a connection: nothing takes frames back."""
+
+
 class CloseConnectionError(Exception):
     """The request must not be answered: close the client's connection (the message says why)."""
 
@@ -101,6 +105,9 @@ class Router:
         self.request_timeout_s = request_timeout_s
         #: api_key -> (min, max) advertised: what the proxy understands and every broker serves.
         self.advertised: dict[int, tuple[int, int]] = {}
+        #: Told of a request frame the router is done with and a broker has read whole (it answered it):
+        #: the connection's FrameReader takes its buffer back for the next large frame.
+        self.done_with_frame: Callable[[bytes | memoryview], None] = _keep
 
     def for_connection(self) -> Router:
         """A router for one client connection: the same view, nodes and versions, its own broker connections."""
@@ -189,7 +196,7 @@ class Router:
         *,
         expect: bool = True,
         timeout_s: float | None = None,
-    ) -> bytes | None:
+    ) -> bytes | memoryview | None:
         """Relay ``frame`` to ``broker`` in ``turn``: its answer, the connection's correlation id first.
 
         Raises:
@@ -265,7 +272,7 @@ class Router:
 
     async def _relay_or_close(
         self, turn: Turn, broker: BrokerAddress, frame: bytes | memoryview, timeout_s: float | None = None
-    ) -> bytes:
+    ) -> bytes | memoryview:
         """The broker's answer; a broker that cannot be reached closes the client's connection.
 
         Kafka's clients take a closed connection as a retriable network error: they refresh their
@@ -523,6 +530,7 @@ class Router:
         if payload is None:
             return None
         api_key, version, _ = peek_header(frame)
+        self.done_with_frame(frame)  # answered: the broker read all of it, and nothing below reads it
         if api_key == FETCH and version >= _REWRITTEN_FROM[FETCH] and fetch_response_names_nodes(payload, version):
             _, response = decode_response(FETCH, version, payload)
             rewritten = rewrite_fetch(response, version, self.view, self.nodes, lambda topic: topic.topic)
@@ -604,7 +612,7 @@ def _broker_id(broker: BrokerAddress | None) -> Hashable | None:
     return None if broker is None else broker.broker_id
 
 
-def _client_answer(payload: bytes, correlation_id: int) -> list[bytes | memoryview]:
+def _client_answer(payload: bytes | memoryview, correlation_id: int) -> list[bytes | memoryview]:
     """A broker's answer under the client's correlation id (the payload itself is not copied)."""
     return [_INT32.pack(len(payload)), _INT32.pack(correlation_id), memoryview(payload)[4:]]
 

@@ -2,9 +2,11 @@
 
 Start-up reads the cluster's metadata and every broker's API versions through the bootstrap
 servers before it listens, so the first client already gets a complete answer; a cluster that
-cannot be reached stops the proxy with a one-line reason. Stopping (SIGTERM) closes the listener,
-lets every client connection finish the requests it has sent (at most ``proxy.drain.timeout.ms``),
-then closes them and the broker connections.
+cannot be reached stops the proxy with a one-line reason. The admin endpoint (``admin.listeners``)
+starts once the listener is bound, live at once and ready once the node serves (``admin_endpoint``).
+Stopping (SIGTERM) fails readiness first, closes the listener, lets every client connection finish
+the requests it has sent (at most ``proxy.drain.timeout.ms``), then closes them and the broker
+connections.
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ import asyncio
 import contextlib
 import logging
 import socket
+from collections.abc import Callable
 
 from barnabas.client import BrokerConnectionError
 from barnabas.config import ConfigError, ProxyConfig, hostname_ordinal
 from barnabas.coordination import CoordinationError, Storage, open_storage
+from barnabas.protocol import BufferPool
 
+from .admin_endpoint import ProxyAdmin
 from .cluster_view import ClusterView, NoBrokerError
 from .links import BrokerLinks
 from .membership import ProxyMembership
@@ -32,10 +37,13 @@ log = logging.getLogger(__name__)
 
 #: Failed probes in a row after which another proxy node counts as down.
 PROBES_TO_FAIL = 2
+#: Bytes of handed-back request buffers the proxy keeps for its connections' next large requests: about
+#: fifty 1 MiB produce batches in flight at once without a fresh, zero-filled buffer for any of them.
+REQUEST_BUFFER_POOL_BYTES = 64 * 1024 * 1024
 
 
 class Proxy:
-    def __init__(self, config: ProxyConfig) -> None:
+    def __init__(self, config: ProxyConfig, *, on_admin_listening: Callable[[int], None] | None = None) -> None:
         self.config = config
         self.links = BrokerLinks(
             client_id="barnabas-proxy",
@@ -49,9 +57,14 @@ class Proxy:
         self._storage: Storage | None = None
         self.router: Router | None = None
         self.sessions: set[ClientSession] = set()
+        #: Large request buffers the client connections hand back, for any connection's next one.
+        self._request_buffers = BufferPool(REQUEST_BUFFER_POOL_BYTES)
         self._server: asyncio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
+        #: The admin endpoint (``admin.listeners``), told its bound port through ``on_admin_listening``.
+        self._admin = ProxyAdmin(config, self) if config.admin_listener is not None else None
+        self._on_admin_listening = on_admin_listening
 
     async def start(self) -> tuple[str, int]:
         """Read the cluster and start listening; the advertised (host, port).
@@ -81,6 +94,7 @@ class Proxy:
             self._new_session, host=listener.host or None, port=listener.port, reuse_address=True, start_serving=False
         )
         bound_port = int(self._server.sockets[0].getsockname()[1])
+        self._start_admin()
         host, port = self._advertised(bound_port)
         self.nodes = await self._find_nodes(host, port)
         self.router = Router(
@@ -105,6 +119,23 @@ class Proxy:
         if self._server is None or not self._server.sockets:
             raise RuntimeError("the proxy is not listening")
         return int(self._server.sockets[0].getsockname()[1])
+
+    def _start_admin(self) -> None:
+        """Serve /healthz, /readyz and /metrics (if ``admin.listeners`` asks), ready once the node serves."""
+        if self._admin is None:
+            return
+        port = self._admin.start()
+        listener = self.config.admin_listener
+        log.info("proxy admin endpoint on http://%s:%d", listener.host if listener and listener.host else "*", port)
+        if self._on_admin_listening is not None:
+            self._on_admin_listening(port)
+
+    @property
+    def admin_port(self) -> int:
+        """The admin endpoint's bound port (the one picked when ``admin.listeners`` says port 0)."""
+        if self._admin is None:
+            raise RuntimeError("the proxy has no admin endpoint")
+        return self._admin.port
 
     async def _find_nodes(self, host: str, port: int) -> ProxyNodes:
         """The proxy nodes: the static ``proxy.peers``, or the coordination group ``proxies`` joined now."""
@@ -141,6 +172,8 @@ class Proxy:
             self.sessions,
             max_frame=int(self.config["socket.request.max.bytes"]),
             max_in_flight=int(self.config["max.in.flight.requests.per.connection"]),
+            requests=self._admin.requests if self._admin is not None else None,
+            buffers=self._request_buffers,
         )
 
     def _advertised(self, bound_port: int) -> tuple[str, int]:
@@ -180,6 +213,8 @@ class Proxy:
 
     async def stop(self) -> None:
         """Stop listening, let clients' requests in flight finish (bounded), close everything."""
+        if self._admin is not None:
+            self._admin.shutting_down()  # /readyz fails from now on
         if self._server is not None:
             self._server.close()
         for session in list(self.sessions):
@@ -199,6 +234,8 @@ class Proxy:
         await self._stopped.wait()
 
     async def _release(self) -> None:
+        if self._admin is not None:
+            await self._admin.stop()
         if self.membership is not None:
             await self.membership.stop()
             self.membership = None

@@ -1,5 +1,9 @@
 """One client connection to the proxy: frames in, answers out in request order.
 
+The socket reads straight into the connection's FrameReader (a buffered protocol), and a large
+request frame a broker has answered goes back to the reader for the next one, so a stream of
+produce requests neither copies each read nor zero-fills a fresh buffer per request.
+
 Requests are handled concurrently (each in its own task, each broker request written in the
 connection's send order, see ``turns``), and answered in the order they arrived, Kafka's promise
 per connection. Reading pauses while ``max_in_flight`` requests are unanswered. A request the
@@ -12,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+from time import perf_counter
 from typing import cast
 
-from barnabas.protocol import NEED_DATA, FrameReader, ProtocolError
+from barnabas.admin_http import RequestMetrics
+from barnabas.protocol import NEED_DATA, BufferPool, FrameReader, ProtocolError, peek_header
 
 from .router import Answer, CloseConnectionError, Router
 from .turns import TurnChain
@@ -24,11 +30,23 @@ __all__ = ["ClientSession"]
 log = logging.getLogger(__name__)
 
 
-class ClientSession(asyncio.Protocol):
-    def __init__(self, router: Router, sessions: set[ClientSession], *, max_frame: int, max_in_flight: int) -> None:
+class ClientSession(asyncio.BufferedProtocol):
+    def __init__(
+        self,
+        router: Router,
+        sessions: set[ClientSession],
+        *,
+        max_frame: int,
+        max_in_flight: int,
+        requests: RequestMetrics | None = None,
+        buffers: BufferPool | None = None,
+    ) -> None:
         self._router = router.for_connection()
+        #: Where answered requests are counted with their time (the admin endpoint's /metrics).
+        self._requests = requests
         self._sessions = sessions
-        self._frames = FrameReader(max_frame)
+        self._frames = FrameReader(max_frame, buffers)
+        self._router.done_with_frame = self._frames.recycle
         self._max_in_flight = max_in_flight
         self._transport: asyncio.Transport | None = None
         self._peer = "?"
@@ -50,8 +68,11 @@ class ClientSession(asyncio.Protocol):
         self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self._sessions.add(self)
 
-    def data_received(self, data: bytes) -> None:
-        self._frames.receive_data(data)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._frames.get_buffer()  # the socket's bytes land in the frame reader, uncopied
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._frames.buffer_updated(nbytes)
         self._read_frames()
 
     def eof_received(self) -> bool:
@@ -87,12 +108,20 @@ class ClientSession(asyncio.Protocol):
 
     def _start(self, frame: bytes | memoryview) -> None:
         turn = self._turns.next()
+        started = perf_counter()
+        try:
+            api_key, version, _ = peek_header(frame)
+        except ProtocolError:
+            api_key = version = -1  # the router refuses it (closing the connection); nothing is counted
 
         async def handle() -> Answer:
             try:
-                return await self._router.handle(frame, turn)
+                answer = await self._router.handle(frame, turn)
             finally:
                 turn.end()
+            if self._requests is not None and api_key >= 0:
+                self._requests.record_since(api_key, version, started)
+            return answer
 
         self._answers.append(asyncio.get_running_loop().create_task(handle()))
         self.idle.clear()

@@ -10,10 +10,11 @@ in their own sessions, and ``cluster down`` adopts them by pid.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .process import ManagedServer, ServerProcess, port_file_written
+from .process import POLL_S, ManagedServer, ServerProcess, ServerStartError, port_file_written
 
 __all__ = ["Broker"]
 
@@ -60,6 +61,8 @@ class Broker(ManagedServer):
         # Beside the data dir, named after it unless ``name`` says otherwise: brokers never share a file.
         files = self.data_dir.with_name(name or self.data_dir.name)
         self.port_file = files.with_name(files.name + ".port")
+        #: Where the broker writes its admin endpoint's port (``admin.listeners``), before it joins its cluster.
+        self.admin_port_file = files.with_name(files.name + ".admin-port")
         self.properties_file = files.with_name(files.name + ".properties")
         self.process = ServerProcess(
             f"broker {broker_id}",
@@ -79,7 +82,7 @@ class Broker(ManagedServer):
         command = [
             sys.executable, "-m", "barnabas", "broker", "--id", str(self.broker_id),
             "--listen", f"{self.host}:{self.port}", "--data-dir", str(self.data_dir),
-            "--port-file", str(self.port_file),
+            "--port-file", str(self.port_file), "--admin-port-file", str(self.admin_port_file),
         ]  # fmt: skip
         if self.coordination_url is not None:
             command += ["--coordination", self.coordination_url]
@@ -92,6 +95,7 @@ class Broker(ManagedServer):
     def launch(self) -> None:
         """Start the process without waiting; ``wait_ready`` waits (a cluster starts its brokers together)."""
         self.port_file.unlink(missing_ok=True)
+        self.admin_port_file.unlink(missing_ok=True)
         self.process.command = self.command()
         self.process.launch()
 
@@ -113,6 +117,36 @@ class Broker(ManagedServer):
 
     def _take_port(self) -> None:
         self.port = int(self.port_file.read_text().strip())
+
+    @property
+    def admin_port(self) -> int:
+        """The port of this run's admin endpoint (set ``admin.listeners``, e.g. ``http://127.0.0.1:0``).
+
+        Raises:
+            RuntimeError: it has none (not started yet, or no admin listener).
+        """
+        if not port_file_written(self.admin_port_file)(self.process):
+            raise RuntimeError(f"broker {self.broker_id} has no admin endpoint (is admin.listeners set?)")
+        return int(self.admin_port_file.read_text().strip())
+
+    def wait_admin_port(self, timeout_s: float | None = None) -> int:
+        """Wait until the admin endpoint listens (before the broker has joined its cluster); its port.
+
+        Raises:
+            ServerStartError: the broker exited first, or the time ran out (it is then killed).
+        """
+        listening = port_file_written(self.admin_port_file)
+        deadline = time.monotonic() + (self.process.start_timeout_s if timeout_s is None else timeout_s)
+        name = f"broker {self.broker_id}"
+        while not listening(self.process):
+            code = self.process.exit_code
+            if code is not None:
+                raise ServerStartError(f"{name} exited with code {code} while starting:\n{self.tail()}")
+            if time.monotonic() >= deadline:
+                self.kill()
+                raise ServerStartError(f"{name}'s admin endpoint did not listen in time:\n{self.tail()}")
+            time.sleep(POLL_S)
+        return self.admin_port
 
     def adopt(self, pid: int) -> bool:
         """Take over this broker's process started by an earlier command (``cluster up --detach``); whether it runs.

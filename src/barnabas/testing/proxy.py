@@ -50,6 +50,8 @@ class ProxyNode(ManagedServer):
         self.properties = dict(properties or {})
         files = self.directory / f"proxy-{port}"
         self.port_file = files.with_suffix(".port")
+        #: Where the node writes its admin endpoint's port (``admin.listeners``), before its Kafka port.
+        self.admin_port_file = files.with_suffix(".admin-port")
         self.properties_file = files.with_suffix(".properties")
         self.process = ServerProcess(
             f"proxy {host}:{port}",
@@ -68,6 +70,7 @@ class ProxyNode(ManagedServer):
         command = [
             sys.executable, "-m", "barnabas", "proxy", "--listen", f"{self.host}:{self.port}",
             "--bootstrap", self.bootstrap_servers, "--port-file", str(self.port_file),
+            "--admin-port-file", str(self.admin_port_file),
         ]  # fmt: skip
         if self.peers:
             command += ["--peers", ",".join(self.peers)]
@@ -81,8 +84,20 @@ class ProxyNode(ManagedServer):
 
     def launch(self) -> None:
         self.port_file.unlink(missing_ok=True)
+        self.admin_port_file.unlink(missing_ok=True)
         self.process.command = self.command()
         self.process.launch()
+
+    @property
+    def admin_port(self) -> int:
+        """The port of this run's admin endpoint (set ``admin.listeners``, e.g. ``http://127.0.0.1:0``).
+
+        Raises:
+            RuntimeError: it has none (not started yet, or no admin listener).
+        """
+        if not port_file_written(self.admin_port_file)(self.process):
+            raise RuntimeError(f"proxy {self.bootstrap} has no admin endpoint (is admin.listeners set?)")
+        return int(self.admin_port_file.read_text().strip())
 
     def log_text(self) -> str:
         return self.process.log_text()

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from barnabas.protocol import LARGE_FRAME, NEED_DATA, FrameReader, FrameTooLargeError, RemoteProtocolError
+from barnabas.protocol import LARGE_FRAME, NEED_DATA, BufferPool, FrameReader, FrameTooLargeError, RemoteProtocolError
 
 
 def frame(payload: bytes) -> bytes:
@@ -198,3 +198,29 @@ def test_the_large_frame_being_filled_is_not_counted_as_waiting() -> None:
     read_by_socket(reader, frame(large)[1000:], [len(large)])
     assert reader.waiting == reader.buffered == len(large)
     assert reader.next_frame() == large
+
+
+def test_readers_sharing_a_pool_reuse_each_others_buffers() -> None:
+    """A server's connections share one pool: a buffer one handed back carries another's next large frame."""
+    pool = BufferPool(max_bytes=1 << 22)
+    producer, other = FrameReader(1 << 22, pool), FrameReader(1 << 22, pool)
+    read_by_socket(producer, frame(b"a" * (3 * LARGE_FRAME)), [1 << 20])
+    got = producer.next_frame()
+    assert isinstance(got, memoryview)
+    buffer = got.obj
+    producer.recycle(got)
+    assert pool.kept_bytes == len(buffer)
+    read_by_socket(other, frame(b"b" * (2 * LARGE_FRAME)), [1 << 20])
+    taken = other.next_frame()
+    assert isinstance(taken, memoryview) and taken.obj is buffer and pool.kept_bytes == 0
+
+
+def test_a_pool_keeps_within_its_byte_budget_dropping_the_smallest() -> None:
+    pool = BufferPool(max_bytes=3 << 20)
+    small, medium, large = bytearray(1 << 19), bytearray(1 << 20), bytearray(2 << 20)
+    for buffer in (small, medium, large):
+        pool.give(buffer)
+    assert pool.kept_bytes == (1 << 20) + (2 << 20), "the smallest went to make room"
+    assert pool.take(1 << 19) is medium  # the smallest kept buffer that fits
+    pool.give(bytearray(4 << 20))  # larger than the whole budget: never kept
+    assert pool.kept_bytes == 2 << 20 and pool.take(3 << 20) is None

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from barnabas.protocol import ErrorCode, Request, encode_response
 
 from ..registry import ApiSpec
+from ..request_context import LISTENER_NAME
 from ._build import NO_THROTTLE, make, response_types
 from ._needs import ClusterNeeds
 from ._view import view_of
@@ -30,8 +31,14 @@ def handle(state: ClusterNeeds, request: Request) -> bytes:
     types = response_types(API_KEY, request.header.api_version)
     endpoint_type = view_of(DescribeClusterRequest, request.body).endpoint_type
     brokers = tuple(
-        make(types.DescribeClusterBroker, broker_id=info.broker_id, host=info.host, port=info.port, rack=info.rack)
-        for _, info in sorted(state.node.live_brokers().items())
+        make(
+            types.DescribeClusterBroker,
+            broker_id=info.broker_id,
+            host=endpoint.host,
+            port=endpoint.port,
+            rack=info.rack,
+        )
+        for _, (info, endpoint) in sorted(state.node.brokers_on(LISTENER_NAME.get()).items())  # the client's listener
     )
     if endpoint_type != BROKERS_ENDPOINT:
         response = make(

@@ -16,7 +16,7 @@ from barnabas.protocol import ErrorCode, Request, encode_response
 
 from ..offsets_topic import OFFSETS_TOPIC
 from ..registry import ApiSpec
-from ..request_context import CLIENT_HOST
+from ..request_context import CLIENT_HOST, LISTENER_NAME
 from ._build import NO_THROTTLE, make, response_types
 from ._needs import GroupNeeds
 from ._view import view_of
@@ -120,10 +120,12 @@ async def _locate(state: GroupNeeds, key: str, key_type: int) -> tuple[ErrorCode
     if not await offsets.ensure_exists():
         return unavailable
     partition_state = state.node.partition_state(OFFSETS_TOPIC, coordinator.partition_for(key))
-    broker = state.node.live_brokers().get(partition_state.leader) if partition_state is not None else None
-    if broker is None:
+    # The leader's endpoint on the listener the client came in on (Kafka's FindCoordinator does the same).
+    found = state.node.brokers_on(LISTENER_NAME.get()).get(partition_state.leader) if partition_state else None
+    if found is None:
         return unavailable
-    return ErrorCode.none, None, broker.broker_id, broker.host, broker.port
+    broker, endpoint = found
+    return ErrorCode.none, None, broker.broker_id, endpoint.host, endpoint.port
 
 
 async def handle_find_coordinator(state: GroupNeeds, request: Request) -> bytes:

@@ -3,7 +3,9 @@
 Kafka semantics kept: a null topic list (or an empty one in v0) means every topic; an empty
 list in v1+ means none; v0-3 always allow auto-creation, v4+ ask with a flag, and the broker's
 ``auto.create.topics.enable`` has the last word. An illegal name gets INVALID_TOPIC_EXCEPTION.
-The controller id always names a live broker: kafkajs sends InitProducerId there.
+The controller id always names a live broker: kafkajs sends InitProducerId there. Brokers are
+given with their endpoint on the listener the client connected on, and brokers without one are
+left out (Kafka's MetadataCache); a leader without one is LISTENER_NOT_FOUND from v6.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from barnabas.protocol import (
 )
 
 from ..registry import ApiSpec
+from ..request_context import LISTENER_NAME
 from ..topic_admin import TopicAdminError, create_topic, live_brokers
 from ._needs import ClusterNeeds, NodeNeeds
 from ._view import view_of
@@ -59,17 +62,19 @@ def topic_section(state: NodeNeeds, topic: Topic, version: int) -> bytes:
     only changes with topics, partition states and live brokers (``NodeState.derived``).
     """
     cache = state.node.derived()
-    key = ("metadata", topic.name, version)
+    listener = LISTENER_NAME.get()
+    key = ("metadata", topic.name, version, listener)
     cached = cache.get(key)
     if cached is not None and cached[0] is topic:
         return cast(bytes, cached[1])
-    encoded = encode_metadata_topic(version, _build_topic_metadata(state, topic))
+    encoded = encode_metadata_topic(version, _build_topic_metadata(state, topic, listener, version))
     cache[key] = (topic, encoded)
     return encoded
 
 
-def _build_topic_metadata(state: NodeNeeds, topic: Topic) -> MetadataTopic:
+def _build_topic_metadata(state: NodeNeeds, topic: Topic, listener: str, version: int) -> MetadataTopic:
     live = set(live_brokers(state.node))
+    reachable = state.node.brokers_on(listener)
     partitions = []
     for index, replicas in sorted(topic.assignment.items()):
         partition_state = state.node.partition_state(topic.name, index)
@@ -77,6 +82,9 @@ def _build_topic_metadata(state: NodeNeeds, topic: Topic) -> MetadataTopic:
         error = ErrorCode.none
         if leader not in live:
             error, leader = ErrorCode.leader_not_available, -1
+        elif leader not in reachable:
+            error = ErrorCode.listener_not_found if version >= 6 else ErrorCode.leader_not_available
+            leader = -1
         partitions.append(
             MetadataPartition(
                 error_code=error,
@@ -140,8 +148,8 @@ async def handle(state: ClusterNeeds, request: Request) -> bytes:
             seen.add(key)
             topics.append(await _resolve(state, version, name, topic_id, auto_create))
     brokers = [
-        MetadataBroker(info.broker_id, info.host, info.port, info.rack)
-        for _, info in sorted(state.node.live_brokers().items())
+        MetadataBroker(info.broker_id, endpoint.host, endpoint.port, info.rack)
+        for _, (info, endpoint) in sorted(state.node.brokers_on(LISTENER_NAME.get()).items())
     ]
     return encode_metadata_response(
         version, request.header.correlation_id, brokers, state.node.cluster_id, state.controller_id, topics

@@ -146,9 +146,9 @@ class ReplicaFetcher:
         info = self.state.brokers.live.get(self.leader_id)
         if info is None:
             return None
-        self._client = await KafkaClient.connect(
-            info.host,
-            info.port,
+        # On the inter-broker listener, with its protocol (TLS on an SSL one).
+        self._client = await self.state.connect_to_broker(
+            info,
             client_id=f"barnabas-replica-{self.state.broker_id}",
             timeout_s=self._timeout_s,
             request_timeout_s=self._timeout_s + self._wait_ms / 1000,

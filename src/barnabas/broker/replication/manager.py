@@ -327,6 +327,7 @@ class ReplicaManager:
             self.poke_isr()
             return
         log.info("%s-%d: ISR %s -> %s", *tp, list(stored.isr), list(isr))
+        self.state.metrics.isr_changed(stored.isr, isr)
         if not leader.resigned:
             leader.set_state(wanted)
 

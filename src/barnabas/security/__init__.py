@@ -1,0 +1,20 @@
+"""Listener security: TLS contexts from Kafka's ssl.* settings, and who a connection's principal is."""
+
+from .listeners import PLAINTEXT_CLIENT, ClientSecurity, ListenerSecurity, client_security, listener_security
+from .principal import ANONYMOUS, KafkaPrincipal, NoMatchingRuleError, SslPrincipalMapper, distinguished_name
+from .tls import client_context, server_context
+
+__all__ = [
+    "ANONYMOUS",
+    "PLAINTEXT_CLIENT",
+    "ClientSecurity",
+    "KafkaPrincipal",
+    "ListenerSecurity",
+    "NoMatchingRuleError",
+    "SslPrincipalMapper",
+    "client_context",
+    "client_security",
+    "distinguished_name",
+    "listener_security",
+    "server_context",
+]
