@@ -13,6 +13,8 @@ command -v etcd >/dev/null || need+=(etcd-server)
 command -v etcdctl >/dev/null || need+=(etcd-client)
 [[ -f /usr/share/java/zookeeper.jar ]] || need+=(zookeeper)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+# kubectl renders the Kubernetes manifests (kubectl kustomize); any kubectl already there will do.
+command -v kubectl >/dev/null || need+=(kubernetes-client)
 
 if ((${#need[@]} == 0)); then
   exit 0
