@@ -14,13 +14,10 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from barnabas.testing import free_ports
@@ -28,28 +25,16 @@ from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import BrokerCluster
 from tests.support.raw_client import API_VERSIONS, encode_request
 from tests.support.requests import api_versions_request, unique
-from tests.support.tls import Certificates, broker_ssl_settings, make_certificates
+from tests.support.tls import (
+    Certificates,
+    TlsBroker,
+    broker_ssl_settings,
+    make_certificates,
+    produce_and_consume,
+    ssl_client,
+)
 
 pytestmark = pytest.mark.timeout(300)
-
-
-class TlsBroker(BrokerProcess):
-    """A broker with a PLAINTEXT listener first (the harness's port) and SSL listeners on ports of their own."""
-
-    def __init__(self, data_dir: Path, broker_id: int, tls_listeners: Mapping[str, int], **kwargs: Any) -> None:
-        super().__init__(data_dir, broker_id, **kwargs)
-        self.tls_listeners = dict(tls_listeners)
-
-    def command(self) -> list[str]:
-        command = super().command()
-        at = command.index("--listen")  # --listen sets one PLAINTEXT listener; these brokers have several
-        del command[at : at + 2]
-        listeners = [f"PLAINTEXT://{self.host}:{self.port}"]
-        listeners += [f"{name}://{self.host}:{port}" for name, port in self.tls_listeners.items()]
-        return [*command, "--set", "listeners=" + ",".join(listeners)]
-
-    def tls_bootstrap(self, name: str = "SSL") -> str:
-        return f"{self.host}:{self.tls_listeners[name]}"
 
 
 @pytest.fixture(scope="module")
@@ -74,36 +59,6 @@ def tls_broker(tmp_path_factory: pytest.TempPathFactory, certs: Certificates) ->
     broker.start()
     yield broker
     broker.kill()
-
-
-def ssl_client(certs: Certificates, bootstrap: str, *, with_certificate: bool = False) -> dict[str, str]:
-    config = {"bootstrap.servers": bootstrap, "security.protocol": "SSL", "ssl.ca.location": str(certs.ca_file)}
-    if with_certificate:
-        config |= {"ssl.certificate.location": str(certs.client_cert), "ssl.key.location": str(certs.client_key)}
-    return config
-
-
-def produce_and_consume(config: dict[str, str], count: int = 2000, topic: str | None = None) -> None:
-    """acks=all produce, then read everything back through a consumer group (FindCoordinator on this listener)."""
-    topic = topic or unique("tls")
-    acked: list[KafkaError | None] = []
-    producer = Producer({**config, "acks": "all", "linger.ms": 5})
-    for i in range(count):
-        producer.produce(topic, f"value-{i}".encode() * 20, on_delivery=lambda err, _: acked.append(err))
-    assert producer.flush(60) == 0
-    assert acked == [None] * count
-    consumer = Consumer({**config, "group.id": unique("group"), "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    values = []
-    deadline = time.monotonic() + 60
-    try:
-        while len(values) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-    finally:
-        consumer.close()
-    assert values == [f"value-{i}".encode() * 20 for i in range(count)]
 
 
 def test_confluent_kafka_produces_and_consumes_over_ssl(tls_broker: TlsBroker, certs: Certificates) -> None:

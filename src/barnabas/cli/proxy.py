@@ -92,8 +92,8 @@ async def _serve(config: Any, port_file: Path | None, admin_port_file: Path | No
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopping.set)
     on_admin_listening = None if admin_port_file is None else partial(write_port_file, admin_port_file)
-    proxy = Proxy(config, on_admin_listening=on_admin_listening)
     try:
+        proxy = Proxy(config, on_admin_listening=on_admin_listening)  # TLS files are read here
         starting = asyncio.ensure_future(proxy.start())
         signalled = asyncio.ensure_future(stopping.wait())
         await asyncio.wait({starting, signalled}, return_when=asyncio.FIRST_COMPLETED)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 
 from barnabas.client import BrokerConnectionError, KafkaClient
 
@@ -25,8 +26,12 @@ Address = tuple[str, int]
 
 
 class BrokerLinks:
-    def __init__(self, *, client_id: str, connect_timeout_s: float, request_timeout_s: float) -> None:
+    def __init__(
+        self, *, client_id: str, connect_timeout_s: float, request_timeout_s: float, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.client_id = client_id
+        #: The TLS context towards the brokers' SSL listener (broker.security.protocol=SSL), else None.
+        self.tls = tls
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
         self._open: dict[Address, KafkaClient] = {}
@@ -56,6 +61,7 @@ class BrokerLinks:
             client_id=self.client_id,
             timeout_s=self.connect_timeout_s,
             request_timeout_s=self.request_timeout_s,
+            tls=self.tls,
         )
         self._open[address] = client
         return client
@@ -66,6 +72,7 @@ class BrokerLinks:
             client_id=self.client_id,
             connect_timeout_s=self.connect_timeout_s,
             request_timeout_s=self.request_timeout_s,
+            tls=self.tls,
         )
 
     def close_nowait(self) -> None:

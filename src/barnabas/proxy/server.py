@@ -19,8 +19,10 @@ from collections.abc import Callable
 
 from barnabas.client import BrokerConnectionError
 from barnabas.config import ConfigError, ProxyConfig, hostname_ordinal
+from barnabas.config.listeners import SecurityProtocol
 from barnabas.coordination import CoordinationError, Storage, open_storage
 from barnabas.protocol import BufferPool
+from barnabas.security import client_context, server_context
 
 from .admin_endpoint import ProxyAdmin
 from .cluster_view import ClusterView, NoBrokerError
@@ -45,10 +47,14 @@ REQUEST_BUFFER_POOL_BYTES = 64 * 1024 * 1024
 class Proxy:
     def __init__(self, config: ProxyConfig, *, on_admin_listening: Callable[[int], None] | None = None) -> None:
         self.config = config
+        #: TLS towards clients (an SSL listener) and towards the brokers; built now, so a bad file stops us here.
+        self._client_tls = server_context("SSL", config.ssl) if config.protocol is SecurityProtocol.SSL else None
+        broker_tls = client_context("brokers", config.broker_ssl) if config.broker_uses_tls else None
         self.links = BrokerLinks(
             client_id="barnabas-proxy",
             connect_timeout_s=int(config["socket.connection.setup.timeout.ms"]) / 1000,
             request_timeout_s=int(config["request.timeout.ms"]) / 1000,
+            tls=broker_tls,
         )
         self.view = ClusterView(config.bootstrap, self.links)
         self.nodes: ProxyNodes | None = None
@@ -91,7 +97,12 @@ class Proxy:
         listener = config.listener
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            self._new_session, host=listener.host or None, port=listener.port, reuse_address=True, start_serving=False
+            self._new_session,
+            host=listener.host or None,
+            port=listener.port,
+            reuse_address=True,
+            start_serving=False,
+            ssl=self._client_tls,
         )
         bound_port = int(self._server.sockets[0].getsockname()[1])
         self._start_admin()
