@@ -24,6 +24,7 @@ __all__ = [
     "at_least",
     "between",
     "one_of",
+    "parse_host_port",
     "parse_properties",
     "read_properties_file",
 ]
@@ -34,6 +35,18 @@ INT64_MAX = 2**63 - 1
 
 class ConfigError(ValueError):
     """An unknown key or an invalid value; the message is one line for the user."""
+
+
+def parse_host_port(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (an IPv6 host in brackets) as (host, port).
+
+    Raises:
+        ValueError: not that shape, or the port is not a number in 1..65535.
+    """
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{text!r} is not HOST:PORT")
+    return host.strip("[]"), int(port)
 
 
 class ConfigType(enum.IntEnum):

@@ -21,7 +21,7 @@ from typing import Any
 
 from .admin import ADMIN_CONFIG_LIST, AdminListener, parse_admin_listeners
 from .broker import Listener, parse_listener
-from .definitions import ConfigDef, ConfigError, ConfigType, at_least, one_of, read_properties_file
+from .definitions import ConfigDef, ConfigError, ConfigType, at_least, one_of, parse_host_port, read_properties_file
 from .listeners import SSL_CONFIG_LIST, SSL_CONFIGS, SecurityProtocol, check_ssl_settings
 
 __all__ = ["PROXY_CONFIGS", "ProxyConfig", "load_proxy_config"]
@@ -135,10 +135,10 @@ class ProxyConfig:
 
 
 def _host_port(text: str, key: str) -> tuple[str, int]:
-    host, sep, port = text.strip().rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"{key}: {text!r} is not HOST:PORT")
-    return host.strip("[]"), int(port)
+    try:
+        return parse_host_port(text)
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
 
 
 def load_proxy_config(file: Path | None = None, overrides: Mapping[str, str] | None = None) -> ProxyConfig:

@@ -20,6 +20,8 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from barnabas.config.definitions import parse_host_port
+
 __all__ = ["ProxyNode", "ProxyNodes", "parse_node_address"]
 
 
@@ -42,10 +44,11 @@ def parse_node_address(text: str) -> tuple[str, int, str | None]:
         ValueError: not that shape, or the port is not a number in 1..65535.
     """
     address, _, rack = text.strip().partition("@")
-    host, sep, port_text = address.rpartition(":")
-    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ValueError(f"{text!r} is not HOST:PORT[@RACK]")
-    return host.strip("[]"), int(port_text), rack or None
+    try:
+        host, port = parse_host_port(address)
+    except ValueError:
+        raise ValueError(f"{text!r} is not HOST:PORT[@RACK]") from None
+    return host, port, rack or None
 
 
 #: Rankings kept per ProxyNodes (a key's ranking never changes; the cache is emptied when full).

@@ -19,7 +19,7 @@ import dataclasses
 import datetime
 import logging
 import struct
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from kio.static.primitive import i32Timedelta
@@ -476,7 +476,7 @@ class Router:
         entity = _as_entity(body, version) if isinstance(body, ProduceRequestData) else body
         requests, unplaced = split(spec, entity, lambda topic, index: _broker_id(placement.get((topic, index))))
         failed = dict.fromkeys(unplaced, ErrorCode.not_leader_or_follower)
-        calls = [(leaders[int(str(broker_id))], api_key, version, sub) for broker_id, sub in requests.items()]
+        calls = [(leaders[broker_id], api_key, version, sub) for broker_id, sub in requests.items()]
         if acks == 0:
             await self._send_only(turn, request, calls)
             return None
@@ -608,7 +608,7 @@ def _seconds(duration: Any) -> float:
     return int(duration) / 1000
 
 
-def _broker_id(broker: BrokerAddress | None) -> Hashable | None:
+def _broker_id(broker: BrokerAddress | None) -> int | None:
     return None if broker is None else broker.broker_id
 
 

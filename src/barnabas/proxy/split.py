@@ -14,11 +14,14 @@ import dataclasses
 import datetime
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from barnabas.protocol import ErrorCode, make, response_class
 
 __all__ = ["PARTITIONED", "Partitioned", "merge", "split"]
+
+#: Where a partition goes (a broker id, for the router).
+Where = TypeVar("Where", bound=Hashable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,15 +82,15 @@ PARTITIONED: dict[int, Partitioned] = {
 
 
 def split(
-    spec: Partitioned, body: Any, place: Callable[[Any, int], Hashable | None]
-) -> tuple[dict[Hashable, Any], list[tuple[Any, int]]]:
+    spec: Partitioned, body: Any, place: Callable[[Any, int], Where | None]
+) -> tuple[dict[Where, Any], list[tuple[Any, int]]]:
     """Cut ``body`` by where ``place(topic_key, partition)`` sends each partition.
 
     Returns:
         The sub-request per destination (same top-level fields, only its partitions), and the
         (topic key, partition) pairs ``place`` had no destination for.
     """
-    grouped: dict[Hashable, dict[Any, list[Any]]] = {}
+    grouped: dict[Where, dict[Any, list[Any]]] = {}
     topics_by_key: dict[Any, Any] = {}
     unplaced: list[tuple[Any, int]] = []
     for topic in getattr(body, spec.topics):
@@ -100,7 +103,7 @@ def split(
                 unplaced.append((key, index))
             else:
                 grouped.setdefault(where, {}).setdefault(key, []).append(partition)
-    requests = {}
+    requests: dict[Where, Any] = {}
     for where, topics in grouped.items():
         sub_topics = tuple(
             dataclasses.replace(topics_by_key[key], **{spec.partitions: tuple(parts)}) for key, parts in topics.items()
