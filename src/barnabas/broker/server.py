@@ -36,7 +36,14 @@ from barnabas.cluster import (
 )
 from barnabas.cluster.claims import PendingClaim, check_claim, record_claim
 from barnabas.config import BrokerConfig, ConfigError, cleaner_config_for, hostname_ordinal, log_config_for
-from barnabas.coordination import CoordinationError, KeyExistsError, Session, SessionState, Storage, open_storage
+from barnabas.coordination import (
+    CoordinationError,
+    KeyExistsError,
+    Session,
+    Storage,
+    open_storage,
+    wait_until_lost,
+)
 from barnabas.log import LogManager, read_broker_id
 from barnabas.security import ListenerSecurity, client_security, listener_security
 
@@ -320,16 +327,7 @@ class Broker:
         while True:
             session = self._session
             assert session is not None
-            lost = asyncio.Event()
-
-            def on_state(new_state: SessionState, lost: asyncio.Event = lost) -> None:
-                if new_state is SessionState.LOST:
-                    lost.set()
-
-            session.add_state_listener(on_state)
-            if session.state is not SessionState.LOST:
-                await lost.wait()
-            session.remove_state_listener(on_state)
+            await wait_until_lost(session)
             log.error("broker %d lost its coordination session; registering again", self.broker_id)
             await _cancel(self._controller_task)
             while True:

@@ -34,6 +34,7 @@ from .errors import (
 from .listeners import ListenerRegistry, Registration
 from .membership import GroupMembership
 from .registry import BACKENDS, backend_for, open_metastore
+from .session_end import wait_until_lost
 from .storage import Storage
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "backend_for",
     "open_metastore",
     "open_storage",
+    "wait_until_lost",
 ]
 
 

@@ -22,6 +22,7 @@ from barnabas.coordination import (
     Session,
     SessionState,
     Storage,
+    wait_until_lost,
 )
 
 from .nodes import ProxyNode, ProxyNodes
@@ -98,16 +99,7 @@ class ProxyMembership:
         while True:
             session = self._session
             assert session is not None
-            lost = asyncio.Event()
-
-            def on_state(state: SessionState, lost: asyncio.Event = lost) -> None:
-                if state is SessionState.LOST:
-                    lost.set()
-
-            session.add_state_listener(on_state)
-            if session.state is not SessionState.LOST:
-                await lost.wait()
-            session.remove_state_listener(on_state)
+            await wait_until_lost(session)
             log.error("proxy node %d lost its coordination session; joining again", self.nodes.me.node_id)
             while True:
                 try:
