@@ -5,7 +5,8 @@ Metadata, ApiVersions), and the proxy relays its clients' requests to brokers th
 (:meth:`KafkaClient.relay`: frames encoded elsewhere, responses returned undecoded). Like httpcore
 around h11, the bytes are split by the sans-IO ``FrameReader`` and encoded and decoded by
 ``barnabas.protocol``; this module only moves them. A broker's SSL listener is reached with a TLS
-context (``connect(tls=...)``, the broker-to-broker one from ``barnabas.security``).
+context (``connect(tls=...)``, the broker-to-broker one from ``barnabas.security``), a SASL listener
+with a mechanism's client side (``connect(sasl=...)``, from ``barnabas.security``'s mechanism modules).
 
 Rules this module keeps (Kafka's NetworkClient/InFlightRequests semantics):
 
@@ -25,6 +26,11 @@ Rules this module keeps (Kafka's NetworkClient/InFlightRequests semantics):
   request costs no decoding and a large Fetch response is decoded by the task that wants it.
 - No busy loops and no sleeps: the reader is driven by ``data_received``, waiters by futures,
   timeouts by ``asyncio.timeout``.
+- On a SASL listener ``connect`` authenticates before it returns (SaslHandshake v1, then
+  SaslAuthenticate until the mechanism is done, KIP-152); a refused mechanism, a failed
+  authentication or a server the mechanism does not trust closes the connection and raises
+  BrokerConnectionError. The client does not re-authenticate (KIP-368): a broker that ends the
+  session closes the connection, and callers reconnect.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ import struct
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Final, cast
+from typing import Any, Final, Protocol, cast
 
 from barnabas.protocol import (
     NEED_DATA,
@@ -51,7 +57,7 @@ from barnabas.protocol import (
     response_correlation_id,
 )
 
-__all__ = ["DEFAULT_MAX_RESPONSE_SIZE", "BrokerConnectionError", "KafkaClient"]
+__all__ = ["DEFAULT_MAX_RESPONSE_SIZE", "BrokerConnectionError", "KafkaClient", "SaslClientMechanism"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +67,8 @@ DEFAULT_MAX_RESPONSE_SIZE: Final = 256 << 20
 
 _API_VERSIONS = 18
 _API_VERSIONS_VERSION = 3  # the newest with a distinct layout; v4 only adds error semantics
+_SASL_HANDSHAKE, _SASL_HANDSHAKE_VERSION = 17, 1
+_SASL_AUTHENTICATE, _SASL_AUTHENTICATE_VERSION = 36, 2
 _CORRELATION_LIMIT = 1 << 31  # correlation ids are int32 and wrap to 0
 _INT32 = struct.Struct(">i")
 _REQUEST_START = struct.Struct(">hhi")  # api_key, api_version, correlation_id
@@ -72,6 +80,27 @@ class BrokerConnectionError(ConnectionError):
     Every request in flight when it happens fails with one of these; the connection is unusable
     afterwards. ``__cause__`` holds the underlying error when there is one.
     """
+
+
+class SaslClientMechanism(Protocol):
+    """The client side of one SASL exchange (``barnabas.security``'s PlainClient and ScramClient)."""
+
+    @property
+    def mechanism(self) -> str:
+        """The mechanism's SASL name (``PLAIN``, ``SCRAM-SHA-256``)."""
+        ...
+
+    def initial_response(self) -> bytes:
+        """The first token to send."""
+        ...
+
+    def evaluate_challenge(self, challenge: bytes) -> bytes | None:
+        """The server's answer: the next token to send, or None once the exchange is done.
+
+        Raises:
+            ValueError: the server's message is malformed or proves it does not know the credential.
+        """
+        ...
 
 
 class Phase(enum.Enum):
@@ -162,8 +191,9 @@ class KafkaClient:
         request_timeout_s: float | None = None,
         max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
         tls: ssl.SSLContext | None = None,
+        sasl: SaslClientMechanism | None = None,
     ) -> KafkaClient:
-        """Open a TCP connection to a broker, with TLS when ``tls`` is given.
+        """Open a TCP connection to a broker, with TLS when ``tls`` is given, authenticated when ``sasl`` is.
 
         Args:
             host: the broker's host.
@@ -174,9 +204,11 @@ class KafkaClient:
                 ``timeout_s``. A long-poll Fetch needs more than its max_wait.
             max_response_size: the largest response frame accepted.
             tls: the TLS context of an SSL listener (its ``check_hostname`` checks ``host``); None for PLAINTEXT.
+            sasl: a fresh client side of the mechanism to authenticate with on a SASL listener.
 
         Raises:
-            BrokerConnectionError: the connection could not be made in time, or the TLS handshake failed.
+            BrokerConnectionError: the connection could not be made in time, the TLS handshake
+                failed, or SASL authentication failed (the connection is closed then).
         """
         client = cls(
             host,
@@ -195,7 +227,36 @@ class KafkaClient:
             raise BrokerConnectionError(f"connecting to {host}:{port} timed out after {timeout_s}s") from exc
         except OSError as exc:
             raise BrokerConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
+        if sasl is not None:
+            try:
+                await client._authenticate(sasl)
+            except BaseException:
+                client.close()
+                raise
         return client
+
+    async def _authenticate(self, sasl: SaslClientMechanism) -> None:
+        """SaslHandshake v1, then SaslAuthenticate until the mechanism is done (KIP-152)."""
+        handshake = request_class(_SASL_HANDSHAKE, _SASL_HANDSHAKE_VERSION)(mechanism=sasl.mechanism)
+        response = await self.request(_SASL_HANDSHAKE, _SASL_HANDSHAKE_VERSION, handshake)
+        if response.error_code != ErrorCode.none:
+            enabled = ", ".join(response.mechanisms) or "none"
+            raise BrokerConnectionError(
+                f"{self._where()}: SASL mechanism {sasl.mechanism} refused ({response.error_code.name}; "
+                f"enabled: {enabled})"
+            )
+        authenticate = request_class(_SASL_AUTHENTICATE, _SASL_AUTHENTICATE_VERSION)
+        token: bytes | None = sasl.initial_response()
+        while token is not None:
+            answer = await self.request(_SASL_AUTHENTICATE, _SASL_AUTHENTICATE_VERSION, authenticate(auth_bytes=token))
+            if answer.error_code != ErrorCode.none:
+                raise BrokerConnectionError(
+                    f"{self._where()}: SASL {sasl.mechanism} authentication failed: {answer.error_message}"
+                )
+            try:
+                token = sasl.evaluate_challenge(answer.auth_bytes)
+            except ValueError as exc:
+                raise BrokerConnectionError(f"{self._where()}: SASL {sasl.mechanism}: {exc}") from exc
 
     # -- public API --------------------------------------------------------------------------
 

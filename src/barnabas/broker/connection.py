@@ -24,6 +24,13 @@ Rules this module keeps (Kafka's SocketServer/RequestChannel semantics):
 - A connection knows its listener and principal (Kafka's RequestContext): User:ANONYMOUS, or on
   TLS the mapped name of a verified client certificate. A certificate no
   ``ssl.principal.mapping.rules`` rule applies to closes the connection (authentication failed).
+- On a SASL listener the connection has a ``SaslAuthenticator`` (``barnabas.security.sasl``, its
+  states a table) that every request is checked against before it is decoded: before
+  authentication only ApiVersions, SaslHandshake and SaslAuthenticate are served, in that order,
+  and frames are at most ``sasl.server.max.receive.size``; anything else closes the connection, as
+  does a request after the session expired (``connections.max.reauth.ms``) that is not a
+  re-authentication. A failed exchange is answered (after the failure delay, by its handler) and
+  the connection then closed. Once authenticated, the principal is the SASL user.
 - Bytes are received BufferedProtocol-style into the frame reader's buffers: a large frame
   (a produce) is read from the socket straight into a buffer of its own exact size, which then
   carries the records to the log uncopied.
@@ -52,11 +59,11 @@ from barnabas.protocol import (
     encode_api_versions_error,
     peek_header,
 )
-from barnabas.security import ANONYMOUS, ListenerSecurity, NoMatchingRuleError
+from barnabas.security import ANONYMOUS, ListenerSecurity, NoMatchingRuleError, SaslAuthenticator, SaslState
 
 from .file_sender import send_with_files, write_with_files
 from .registry import API_VERSIONS_KEY, CLOSE_CONNECTION, ApiRegistry
-from .request_context import CLIENT_HOST, LISTENER_NAME, PRINCIPAL
+from .request_context import CLIENT_HOST, LISTENER_NAME, PRINCIPAL, SASL
 from .state import BrokerState
 
 __all__ = ["KafkaConnection"]
@@ -67,6 +74,8 @@ log = logging.getLogger(__name__)
 PAUSE_READING_AT = 8 << 20
 #: Answers of pipelined requests that may wait at once before the connection stops reading requests.
 MAX_PIPELINED = 16
+#: The APIs that move a SASL connection's state.
+SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY = 17, 36
 
 
 class Phase(enum.Enum):
@@ -81,6 +90,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._registry = registry
         self._listener = listener
         self._principal = ANONYMOUS
+        #: The SASL state on a SASL listener; None on any other.
+        self._sasl: SaslAuthenticator | None = None
         #: Whether the transport encrypts (TLS): segment ranges then go through it, not sendfile.
         self._tls = False
         self._requests = state.node.metrics.requests
@@ -122,6 +133,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._phase = Phase.CLOSING
                 self._transport.abort()
                 return
+            if self._listener.sasl is not None:
+                self._sasl = SaslAuthenticator(self._listener.sasl, self._state.node.credentials)
+                self._frames.max_frame_size = self._listener.sasl.max_receive_size
         self._state.node.connections.add(self)
         self._task = asyncio.get_running_loop().create_task(self._serve(), name=f"conn {self._peer}")
 
@@ -175,6 +189,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         CLIENT_HOST.set(self._client_host)
         LISTENER_NAME.set(self._listener.name if self._listener is not None else "")
         PRINCIPAL.set(self._principal)
+        SASL.set(self._sasl)
         try:
             while self._phase is Phase.OPEN:
                 try:
@@ -214,6 +229,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except RemoteProtocolError as exc:
             self.close(str(exc))
             return
+        sasl = self._sasl
+        if sasl is not None and (refusal := sasl.refusal(api_key, self._state.node.now_ms())) is not None:
+            self.close(f"on SASL listener {sasl.listener.name}: {refusal}")
+            return
         spec = self._registry.get(api_key)
         if spec is None:
             self.close(f"unknown api_key {api_key} (version {api_version})")
@@ -252,11 +271,24 @@ class KafkaConnection(asyncio.BufferedProtocol):
             result = await result
         self._requests.record_since(api_key, api_version, started)
         self._frames.recycle(frame)
+        if sasl is not None and api_key in (SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY):
+            self._answer_in_order(spec.name, result)
+            self._after_sasl(sasl)
+            return
         if self._answer_in_order(spec.name, result):
             if not self._can_write.is_set():
                 await self._can_write.wait()
         else:
             await self._while_answers_are_full()  # a done answer queued behind one being sent counts too
+
+    def _after_sasl(self, sasl: SaslAuthenticator) -> None:
+        """After a SASL request's answer: close a failed connection, or take up the authenticated principal."""
+        if sasl.state is SaslState.FAILED:
+            self.close()  # the answer (already written, or queued in order) goes out first
+        elif sasl.principal is not None and sasl.principal != self._principal:
+            self._principal = sasl.principal
+            PRINCIPAL.set(sasl.principal)
+            self._frames.max_frame_size = self._state.node.config["socket.request.max.bytes"]
 
     async def _while_answers_are_full(self) -> None:
         """Read no further request while MAX_PIPELINED answers wait (done ones may wait behind a send)."""

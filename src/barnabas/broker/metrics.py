@@ -1,4 +1,4 @@
-"""The broker's hot-path counts: requests per API, bytes and messages in per topic, ISR changes.
+"""The broker's hot-path counts: requests per API, bytes and messages in per topic, ISR changes, authentications.
 
 Kafka's BrokerTopicMetrics and ReplicaManager meters, counted where the events happen (the
 connection, the partition service's completed appends, the replica manager's ISR writes) and
@@ -39,6 +39,15 @@ class BrokerMetrics:
         self.messages_in_total = 0
         self.isr_shrinks = 0
         self.isr_expands = 0
+        #: (listener, outcome) -> count; outcome is Kafka's metric name (successful-authentication, ...).
+        self.authentications: dict[tuple[str, str], int] = {}
+
+    def authenticated(self, listener: str, *, success: bool, reauthentication: bool) -> None:
+        """A SASL exchange on ``listener`` ended (Kafka's socket-server-metrics authentication counts)."""
+        kind = "reauthentication" if reauthentication else "authentication"
+        outcome = f"{'successful' if success else 'failed'}_{kind}"
+        key = (listener, outcome)
+        self.authentications[key] = self.authentications.get(key, 0) + 1
 
     def appended(self, topic: str, size_bytes: int, records: int) -> None:
         """A leader appended a batch of ``records`` records, ``size_bytes`` long, to ``topic``."""
@@ -89,7 +98,22 @@ class BrokerMetrics:
             "ISR changes of partitions this broker leads that added members (Kafka's IsrExpandsPerSec).",
             value=self.isr_expands,
         )
-        return [*self.requests.families(api_name), bytes_in, messages_in, shrinks, expands]
+        return [*self.requests.families(api_name), bytes_in, messages_in, shrinks, expands, *self._authentications()]
+
+    def _authentications(self) -> list[Metric]:
+        families: list[Metric] = []
+        for outcome in ("successful_authentication", "failed_authentication", "successful_reauthentication",
+                        "failed_reauthentication"):  # fmt: skip
+            family = CounterMetricFamily(
+                f"kafka_server_socket_server_metrics_{outcome}",
+                f"SASL exchanges per listener: {outcome.replace('_', ' ')} (Kafka's socket-server-metrics).",
+                labels=("listener",),
+            )
+            for (listener, counted), value in sorted(self.authentications.items()):
+                if counted == outcome:
+                    family.add_metric([listener], value)
+            families.append(family)
+        return families
 
 
 def _per_topic(name: str, documentation: str, per_topic: dict[str, int], total: int) -> CounterMetricFamily:

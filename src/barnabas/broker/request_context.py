@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
-from barnabas.security import ANONYMOUS, KafkaPrincipal
+from barnabas.security import ANONYMOUS, KafkaPrincipal, SaslAuthenticator
 
-__all__ = ["CLIENT_HOST", "LISTENER_NAME", "PRINCIPAL"]
+__all__ = ["CLIENT_HOST", "LISTENER_NAME", "PRINCIPAL", "SASL"]
 
 #: The client's address as Kafka reports it ("/127.0.0.1").
 CLIENT_HOST: ContextVar[str] = ContextVar("client_host", default="")
@@ -19,3 +19,5 @@ CLIENT_HOST: ContextVar[str] = ContextVar("client_host", default="")
 LISTENER_NAME: ContextVar[str] = ContextVar("listener_name", default="")
 #: Who the connection is (User:ANONYMOUS, or the mapped name of a verified client certificate), for ACLs.
 PRINCIPAL: ContextVar[KafkaPrincipal] = ContextVar("principal", default=ANONYMOUS)
+#: The connection's SASL state on a SASL listener (SaslHandshake and SaslAuthenticate drive it); None elsewhere.
+SASL: ContextVar[SaslAuthenticator | None] = ContextVar("sasl", default=None)

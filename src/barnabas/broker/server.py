@@ -29,6 +29,7 @@ from barnabas.cluster import (
     BrokerInfo,
     BrokerRegistry,
     Controller,
+    CredentialStore,
     LeaderRebalance,
     MetadataWatcher,
     ProducerIdAllocator,
@@ -146,6 +147,8 @@ class Broker:
         brokers = BrokerRegistry(metastore)
         cluster_id = await topics.cluster_id()
         await topics.load()
+        credentials = CredentialStore(self._storage)
+        await credentials.load()
         registry = build_registry()
         now_ms = int(self.clock() * 1000)
         try:
@@ -181,6 +184,7 @@ class Broker:
             producer_ids=ProducerIdAllocator(self._storage, self.broker_id),
             advertised=Endpoint(inter_broker.host, inter_broker.port),
             brokers=brokers,
+            credentials=credentials,
             clock=self.clock,
             rack=config["broker.rack"],
             inter_broker=self._inter_broker,
@@ -280,7 +284,7 @@ class Broker:
             controller.poke()
             offsets.topics_changed()
 
-        self._watcher = MetadataWatcher(metastore, state.topics, state.brokers, on_change)
+        self._watcher = MetadataWatcher(metastore, state.topics, state.brokers, on_change, state.credentials)
         await self._watcher.refresh_all()
         self._replicas = replicas
         self.state = BrokerState(

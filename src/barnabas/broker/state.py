@@ -20,6 +20,7 @@ from barnabas.cluster import (
     BrokerEndpoint,
     BrokerInfo,
     BrokerRegistry,
+    CredentialStore,
     PartitionState,
     ProducerIdAllocator,
     Topic,
@@ -64,6 +65,8 @@ class NodeState:
     producer_ids: ProducerIdAllocator
     advertised: Endpoint
     brokers: BrokerRegistry
+    #: Every user's SCRAM credentials, kept current by the metadata watcher.
+    credentials: CredentialStore
     clock: Callable[[], float] = time.time
     rack: str | None = None
     #: Every advertised listener (``advertised`` is the inter-broker one's address); empty without listeners.
@@ -124,6 +127,8 @@ class NodeState:
     ) -> KafkaClient:
         """A client connection to another broker, on the inter-broker listener with its protocol.
 
+        On a SASL inter-broker listener the connection is authenticated before it is returned.
+
         Raises:
             BrokerConnectionError: it has no endpoint on that listener, or the connection failed.
         """
@@ -136,6 +141,7 @@ class NodeState:
         return await KafkaClient.connect(
             endpoint.host, endpoint.port, client_id=client_id, timeout_s=timeout_s,
             request_timeout_s=request_timeout_s, tls=security.context,
+            sasl=security.sasl() if security.sasl is not None else None,
         )  # fmt: skip
 
     def now_ms(self) -> int:

@@ -30,6 +30,7 @@ from . import (
     proxy,
     records,
     topics,
+    users,
 )
 from ._client import add_connection
 from .errors import CliError
@@ -37,8 +38,8 @@ from .errors import CliError
 __all__ = ["main"]
 
 SUBCOMMANDS = (
-    broker, proxy, cluster, topics, produce, consume, groups, records, partitions, coordination, bench, pipeline,
-    completion,
+    broker, proxy, cluster, topics, produce, consume, groups, records, partitions, users, coordination, bench,
+    pipeline, completion,
 )  # fmt: skip
 
 

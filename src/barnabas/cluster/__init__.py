@@ -2,6 +2,7 @@
 
 from .brokers import BrokerEndpoint, BrokerInfo, BrokerRegistry
 from .controller import Controller, LeaderRebalance, NotControllerError, next_partition_state
+from .credentials import CredentialStore
 from .leadership import initial_state
 from .model import PartitionState, Reassignment, Topic, describe_partitions, is_valid_topic_name, topic_name_problem
 from .producer_ids import ProducerIdAllocator
@@ -13,6 +14,7 @@ __all__ = [
     "BrokerInfo",
     "BrokerRegistry",
     "Controller",
+    "CredentialStore",
     "LeaderRebalance",
     "MetadataWatcher",
     "NotControllerError",

@@ -1,4 +1,4 @@
-"""Keep a broker's view of the cluster current: topics, partition states, live brokers, controller.
+"""Keep a broker's view of the cluster current: topics, partition states, live brokers, controller, credentials.
 
 Watches are hints (coordination api.py): a ``Resync`` re-reads a whole prefix, a ``Changed``
 re-reads the keys it names, and nothing is ever taken from an event's content. After each
@@ -17,6 +17,7 @@ from barnabas.coordination import Changed, CoordinationError, LeaderElection, Me
 
 from .brokers import BrokerRegistry
 from .controller import CONTROLLER_ELECTION
+from .credentials import CredentialStore
 from .topic_store import PARTITIONS_PREFIX, TOPICS_PREFIX, TopicStore
 
 __all__ = ["MetadataWatcher"]
@@ -29,11 +30,17 @@ RETRY_S = 0.5
 
 class MetadataWatcher:
     def __init__(
-        self, metastore: Metastore, topics: TopicStore, brokers: BrokerRegistry, on_change: Callable[[], None]
+        self,
+        metastore: Metastore,
+        topics: TopicStore,
+        brokers: BrokerRegistry,
+        on_change: Callable[[], None],
+        credentials: CredentialStore | None = None,
     ) -> None:
         self._metastore = metastore
         self._topics = topics
         self._brokers = brokers
+        self._credentials = credentials
         self._on_change = on_change
         self._election = LeaderElection(metastore, CONTROLLER_ELECTION)
         self._tasks: list[asyncio.Task[None]] = []
@@ -56,6 +63,8 @@ class MetadataWatcher:
             (self._brokers.prefix, self._apply_brokers),
             (self._election.leader_key, self._apply_controller),
         ]
+        if self._credentials is not None:
+            watches.append((self._credentials.prefix, self._apply_credentials))
         for prefix, apply in watches:
             self._tasks.append(asyncio.create_task(self._follow(prefix, apply), name=f"watch {prefix}"))
 
@@ -84,6 +93,13 @@ class MetadataWatcher:
             await self._topics.refresh(event.keys)
         else:
             await self._topics.load()
+
+    async def _apply_credentials(self, event: WatchEvent) -> None:
+        assert self._credentials is not None
+        if isinstance(event, Changed):
+            await self._credentials.refresh(event.keys)
+        else:
+            await self._credentials.load()
 
     async def _apply_brokers(self, _: WatchEvent) -> None:
         await self._brokers.refresh()

@@ -40,10 +40,13 @@ from .definitions import (
 )
 from .listeners import (
     DEFAULT_PROTOCOL_MAP,
+    LISTENER_CONFIGS,
+    SASL_CONFIG_LIST,
     SSL_CONFIG_LIST,
     Listener,
     ListenerSetup,
     listener_override,
+    listener_value,
     override_key,
     parse_listener,
     resolve_listeners,
@@ -178,6 +181,7 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
     ConfigDef("broker.id.generation.enable", _B, True, "Accepted for compatibility; ids come from config or host."),
     *ADMIN_CONFIG_LIST,
     *SSL_CONFIG_LIST,
+    *SASL_CONFIG_LIST,
 )  # fmt: skip
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {definition.name: definition for definition in BROKER_CONFIG_LIST}
@@ -270,6 +274,10 @@ class BrokerConfig:
         """Every ssl.* value as ``listener`` sees it (its listener.name.<name>.ssl.* overrides first)."""
         return ssl_settings(self, listener, self._values.get)
 
+    def listener_value(self, listener: str, key: str) -> Any:
+        """A per-listener setting (``<mechanism>.sasl.jaas.config`` and the like) as ``listener`` sees it."""
+        return listener_value(self, listener, key, self._values.get)
+
     @property
     def log_dirs(self) -> list[Path]:
         dirs = self["log.dirs"] or [self["log.dir"]]
@@ -354,7 +362,7 @@ def load_broker_config(
             continue
         stored, definition = key, BROKER_CONFIGS.get(key)
         if (override := listener_override(key)) is not None:  # listener.name.<name>.ssl.*
-            stored, definition = override_key(*override), BROKER_CONFIGS[override[1]]
+            stored, definition = override_key(*override), LISTENER_CONFIGS[override[1]]
         if definition is None:
             raise ConfigError(f"unknown setting {key!r} (from {origin})")
         try:

@@ -7,15 +7,23 @@ Rules this module keeps (Kafka's KafkaConfig listener checks and ListenerName):
   each named after itself). A name appears once; a port appears once unless it is 0 or the hosts
   are of different address families (IPv4 and IPv6).
 - A protocol barnabas cannot serve stops the broker with a one-line reason; nothing is ever served
-  with less protection than configured. SASL_PLAINTEXT and SASL_SSL are refused until SASL exists.
+  with less protection than configured.
+- A SASL_PLAINTEXT or SASL_SSL listener offers ``sasl.enabled.mechanisms``, or its own
+  ``listener.name.<name>.sasl.enabled.mechanisms``: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512. Kafka's
+  default, GSSAPI (Kerberos), and OAUTHBEARER are refused with a one-line reason, so a SASL listener
+  needs the setting. A mechanism's JAAS entry is ``listener.name.<name>.<mechanism>.sasl.jaas.config``
+  (the mechanism lower-cased); it is read and checked with the listener's security
+  (``barnabas.security``). With a SASL inter-broker listener, ``sasl.mechanism.inter.broker.protocol``
+  (Kafka's default GSSAPI refused too) must be one of that listener's mechanisms.
 - ``advertised.listeners`` names a subset of ``listeners``, each once, never at port 0. A listener it
   does not name is advertised as it is bound (its host, else this machine's name; its bound port).
 - The inter-broker listener (what followers and other broker-to-broker clients connect on) is
   ``inter.broker.listener.name``, or the listener named after ``security.inter.broker.protocol``; the
   two are never set together (Kafka refuses that too). With neither set, the listener named
   PLAINTEXT, else the only listener there is.
-- A listener's ``ssl.*`` setting may be overridden for it alone by ``listener.name.<name>.ssl.*``
-  (the name lower-cased, Kafka's ListenerName.configPrefix). An SSL listener needs a keystore: a PEM
+- A listener's ``ssl.*`` and ``sasl.enabled.mechanisms`` settings may be overridden for it alone by
+  ``listener.name.<name>.<setting>`` (the name lower-cased, Kafka's ListenerName.configPrefix).
+  An SSL listener needs a keystore: a PEM
   file (``ssl.keystore.location``) or inline PEM (``ssl.keystore.certificate.chain`` and
   ``ssl.keystore.key``). JKS and PKCS12 stores are refused with a one-line reason.
 
@@ -32,10 +40,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .definitions import ConfigDef, ConfigError, ConfigType, one_of
+from .definitions import ConfigDef, ConfigError, ConfigType, at_least, one_of
 
 __all__ = [
+    "LISTENER_CONFIGS",
     "LISTENER_OVERRIDE_PREFIX",
+    "SASL_CONFIG_LIST",
     "SSL_CONFIG_LIST",
     "Listener",
     "ListenerConfig",
@@ -53,6 +63,8 @@ DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEX
 TLS_VERSIONS = ("TLSv1.2", "TLSv1.3")
 
 _S = ConfigType.STRING
+_I = ConfigType.INT
+_L = ConfigType.LONG
 _P = ConfigType.PASSWORD
 _LIST = ConfigType.LIST
 
@@ -83,6 +95,46 @@ SSL_CONFIG_LIST: tuple[ConfigDef, ...] = (
 
 SSL_CONFIGS: dict[str, ConfigDef] = {definition.name: definition for definition in SSL_CONFIG_LIST}
 
+#: The SASL mechanisms barnabas serves, and those Kafka has that it refuses (with why).
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+REFUSED_MECHANISMS = {
+    "GSSAPI": "GSSAPI (Kerberos, Kafka's default) is not supported",
+    "OAUTHBEARER": "OAUTHBEARER is not supported yet",
+}
+_MECHANISM_HINT = f"use {', '.join(SASL_MECHANISMS)}"
+
+#: Kafka's SASL broker settings that barnabas applies, with Kafka's defaults.
+SASL_CONFIG_LIST: tuple[ConfigDef, ...] = (
+    ConfigDef("sasl.enabled.mechanisms", _LIST, ["GSSAPI"],
+              "Mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default GSSAPI is "
+              "refused, so a SASL listener needs this)."),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI",
+              "The mechanism this broker authenticates with on a SASL inter-broker listener."),
+    ConfigDef("connections.max.reauth.ms", _L, 0,
+              "A SASL session lasts this long; the client must re-authenticate before (KIP-368). 0: forever.",
+              at_least(0)),
+    ConfigDef("connection.failed.authentication.delay.ms", _I, 100,
+              "A failed authentication is answered and the connection closed after this delay (KIP-306).",
+              at_least(0)),
+    ConfigDef("sasl.server.max.receive.size", _I, 524288,
+              "Largest frame a SASL connection may send before it has authenticated.", at_least(1)),
+)  # fmt: skip
+
+#: ``listener.name.<name>.<mechanism>.sasl.jaas.config``: per listener only, as in Kafka.
+JAAS_CONFIGS: dict[str, ConfigDef] = {
+    f"{mechanism.lower()}.sasl.jaas.config": ConfigDef(
+        f"{mechanism.lower()}.sasl.jaas.config", _P, None, f"The listener's JAAS entry for {mechanism}."
+    )
+    for mechanism in SASL_MECHANISMS
+}
+
+#: Every setting a listener may override for itself (``listener.name.<name>.<setting>``).
+LISTENER_CONFIGS: dict[str, ConfigDef] = {
+    **SSL_CONFIGS,
+    "sasl.enabled.mechanisms": SASL_CONFIG_LIST[0],
+    **JAAS_CONFIGS,
+}
+
 
 class SecurityProtocol(enum.Enum):
     """Kafka's security protocols (org.apache.kafka.common.security.auth.SecurityProtocol)."""
@@ -95,6 +147,10 @@ class SecurityProtocol(enum.Enum):
     @property
     def uses_tls(self) -> bool:
         return self in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL)
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +172,8 @@ class ListenerConfig:
     protocol: SecurityProtocol
     #: Its advertised.listeners entry, or None to advertise it as bound.
     advertised: Listener | None = None
+    #: The SASL mechanisms it offers (SASL_PLAINTEXT and SASL_SSL only).
+    sasl_mechanisms: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,22 +216,60 @@ def parse_listener(uri: str, key: str) -> Listener:
 
 
 def listener_override(key: str) -> tuple[str, str] | None:
-    """``(listener name, ssl key)`` of a ``listener.name.<name>.ssl.*`` key, None for any other key.
+    """``(listener name, setting)`` of a ``listener.name.<name>.<setting>`` key, None for any other key.
+
+    The setting is one of :data:`LISTENER_CONFIGS`: an ssl.* one, sasl.enabled.mechanisms or a
+    mechanism's sasl.jaas.config.
 
     Raises:
-        ConfigError: the key has the prefix but names no ssl setting barnabas knows.
+        ConfigError: the key has the prefix but names no setting barnabas takes per listener.
     """
     if not key.startswith(LISTENER_OVERRIDE_PREFIX):
         return None
     name, _, base = key[len(LISTENER_OVERRIDE_PREFIX) :].partition(".")
-    if not name or base not in SSL_CONFIGS:
-        raise ConfigError(f"unknown setting {key!r}: listener.name.<listener>. takes the ssl.* settings only")
+    mechanism = base.partition(".")[0].upper()
+    if base.endswith(".sasl.jaas.config") and mechanism in REFUSED_MECHANISMS:
+        raise ConfigError(f"{key}: {REFUSED_MECHANISMS[mechanism]}; {_MECHANISM_HINT}")
+    if not name or base not in LISTENER_CONFIGS:
+        raise ConfigError(
+            f"unknown setting {key!r}: listener.name.<listener>. takes the ssl.* settings, sasl.enabled.mechanisms "
+            "and <mechanism>.sasl.jaas.config"
+        )
     return name.upper(), base
 
 
 def override_key(listener: str, base: str) -> str:
     """The key that overrides ``base`` for ``listener`` alone."""
     return f"{LISTENER_OVERRIDE_PREFIX}{listener.lower()}.{base}"
+
+
+def listener_value(settings: Settings, listener: str, key: str, overrides: Callable[[str], Any | None]) -> Any:
+    """``key`` as ``listener`` sees it: its own override, else the broker-wide value (None for per-listener keys)."""
+    own = overrides(override_key(listener, key))
+    if own is not None:
+        return own
+    return None if key in JAAS_CONFIGS else settings[key]
+
+
+def sasl_mechanisms(settings: Settings, listener: str, overrides: Callable[[str], Any | None]) -> tuple[str, ...]:
+    """The SASL mechanisms ``listener`` offers, checked.
+
+    Raises:
+        ConfigError: none, GSSAPI or OAUTHBEARER (one line, with what to use), or an unknown one.
+    """
+    own = overrides(override_key(listener, "sasl.enabled.mechanisms"))
+    key = override_key(listener, "sasl.enabled.mechanisms") if own is not None else "sasl.enabled.mechanisms"
+    mechanisms = tuple(str(m).upper() for m in (own if own is not None else settings["sasl.enabled.mechanisms"]))
+    if not mechanisms:
+        raise ConfigError(f"{key}: listener {listener} uses SASL but enables no mechanism; {_MECHANISM_HINT}")
+    for mechanism in mechanisms:
+        if mechanism in REFUSED_MECHANISMS:
+            raise ConfigError(f"{key}: {REFUSED_MECHANISMS[mechanism]}; {_MECHANISM_HINT}")
+        if mechanism not in SASL_MECHANISMS:
+            raise ConfigError(f"{key}: unknown SASL mechanism {mechanism}; {_MECHANISM_HINT}")
+    if len(set(mechanisms)) != len(mechanisms):
+        raise ConfigError(f"{key}: a mechanism appears twice")
+    return mechanisms
 
 
 def ssl_settings(settings: Settings, listener: str, overrides: Callable[[str], Any | None]) -> dict[str, Any]:
@@ -236,15 +332,33 @@ def resolve_listeners(settings: Settings, overrides: Callable[[str], Any | None]
         protocol = protocols.get(listener.name)
         if protocol is None:
             raise ConfigError(f"listeners: listener name {listener.name} is not in listener.security.protocol.map")
-        if protocol in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL):
-            raise ConfigError(f"listeners: {listener.name} uses {protocol.value}, but SASL is not supported yet")
+        mechanisms = sasl_mechanisms(settings, listener.name, overrides) if protocol.uses_sasl else ()
         listeners.append(
-            ListenerConfig(listener.name, listener.host, listener.port, protocol, advertised.get(listener.name))
+            ListenerConfig(
+                listener.name, listener.host, listener.port, protocol, advertised.get(listener.name), mechanisms
+            )
         )
     for configured in listeners:  # the inter-broker listener among them: its client side uses the same settings
         if configured.protocol.uses_tls:
             check_ssl_settings(configured.name, ssl_settings(settings, configured.name, overrides))
-    return ListenerSetup(tuple(listeners), _inter_broker(settings, listeners))
+    setup = ListenerSetup(tuple(listeners), _inter_broker(settings, listeners))
+    _check_inter_broker_sasl(settings, setup.inter_broker_listener)
+    return setup
+
+
+def _check_inter_broker_sasl(settings: Settings, listener: ListenerConfig) -> None:
+    """A SASL inter-broker listener: this broker must log in with a mechanism that listener offers."""
+    if not listener.protocol.uses_sasl:
+        return
+    key = "sasl.mechanism.inter.broker.protocol"
+    mechanism = str(settings[key]).upper()
+    if mechanism in REFUSED_MECHANISMS:
+        raise ConfigError(f"{key}: {REFUSED_MECHANISMS[mechanism]}; {_MECHANISM_HINT}")
+    if mechanism not in listener.sasl_mechanisms:
+        raise ConfigError(
+            f"{key}: {mechanism} is not enabled on the inter-broker listener {listener.name} "
+            f"({', '.join(listener.sasl_mechanisms)})"
+        )
 
 
 def _check_distinct(listeners: list[Listener]) -> None:

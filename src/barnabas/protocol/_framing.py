@@ -157,6 +157,15 @@ class FrameReader:
         """True once the peer closed its side (``receive_data(b"")``)."""
         return self._ended
 
+    @property
+    def max_frame_size(self) -> int:
+        """The largest size prefix accepted; lowered on a SASL connection until it has authenticated."""
+        return self._max_frame_size
+
+    @max_frame_size.setter
+    def max_frame_size(self, size: int) -> None:
+        self._max_frame_size = size
+
     def get_buffer(self) -> memoryview:
         """Where the next bytes from the peer go (never empty); report them with :meth:`buffer_updated`."""
         if self._filling is not None:

@@ -1,7 +1,9 @@
-"""Listener security: TLS contexts from Kafka's ssl.* settings, and who a connection's principal is."""
+"""Listener security: TLS contexts from Kafka's ssl.* settings, SASL (PLAIN, SCRAM), who a connection's principal is."""
 
 from .listeners import PLAINTEXT_CLIENT, ClientSecurity, ListenerSecurity, client_security, listener_security
 from .principal import ANONYMOUS, KafkaPrincipal, NoMatchingRuleError, SslPrincipalMapper, distinguished_name
+from .sasl import SaslAuthenticator, SaslListener, SaslState
+from .sasl_errors import SaslAuthenticationError
 from .tls import client_context, server_context
 
 __all__ = [
@@ -11,6 +13,10 @@ __all__ = [
     "KafkaPrincipal",
     "ListenerSecurity",
     "NoMatchingRuleError",
+    "SaslAuthenticationError",
+    "SaslAuthenticator",
+    "SaslListener",
+    "SaslState",
     "SslPrincipalMapper",
     "client_context",
     "client_security",

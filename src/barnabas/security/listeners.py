@@ -10,19 +10,32 @@ Rules this module keeps:
   (:class:`ClientSecurity`); its client-side TLS context uses that listener's ssl.* settings.
 - A connection's principal (:meth:`ListenerSecurity.principal`) is ``User:ANONYMOUS`` unless a
   verified client certificate names someone; a name no mapping rule applies to is an error the
-  connection fails with (Kafka fails its authentication).
+  connection fails with (Kafka fails its authentication). On a SASL listener the SASL exchange
+  names it instead (``sasl.py``).
+- A SASL listener's JAAS entries are read now: each is one login module, Kafka's for its mechanism
+  (PlainLoginModule, ScramLoginModule). PLAIN needs one, with its ``user_<name>`` options; SCRAM's
+  users are in coordination, so its entry is needed only where this broker logs in as a client.
+- On a SASL inter-broker listener this broker logs in with ``sasl.mechanism.inter.broker.protocol``
+  as the ``username`` and ``password`` of that mechanism's JAAS entry on that listener.
 """
 
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from barnabas.config import BrokerConfig
+from barnabas.client import SaslClientMechanism
+from barnabas.config import BrokerConfig, ConfigError
 from barnabas.config.listeners import SecurityProtocol
 
+from .jaas import LoginModule, parse_jaas_config
+from .plain import PLAIN, PLAIN_LOGIN_MODULE, plain_users
 from .principal import ANONYMOUS, KafkaPrincipal, SslPrincipalMapper, distinguished_name
+from .sasl import SaslListener, sasl_client_factory
 from .tls import client_context, server_context
+
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 __all__ = ["PLAINTEXT_CLIENT", "ClientSecurity", "ListenerSecurity", "client_security", "listener_security"]
 
@@ -36,6 +49,8 @@ class ListenerSecurity:
     #: None for a PLAINTEXT listener.
     context: ssl.SSLContext | None = None
     mapper: SslPrincipalMapper | None = None
+    #: How a SASL listener authenticates; None for PLAINTEXT and SSL.
+    sasl: SaslListener | None = None
 
     def principal(self, ssl_object: ssl.SSLObject | ssl.SSLSocket | None) -> KafkaPrincipal:
         """Who is on a connection accepted by this listener (after its TLS handshake).
@@ -59,6 +74,8 @@ class ClientSecurity:
     listener: str
     protocol: SecurityProtocol
     context: ssl.SSLContext | None = None
+    #: Makes the client side of the inter-broker SASL mechanism for each connection (SASL listeners).
+    sasl: Callable[[], SaslClientMechanism] | None = None
 
 
 PLAINTEXT_CLIENT = ClientSecurity("PLAINTEXT", SecurityProtocol.PLAINTEXT)
@@ -72,14 +89,59 @@ def listener_security(config: BrokerConfig) -> tuple[ListenerSecurity, ...]:
     """
     result = []
     for listener in config.listener_setup.listeners:
+        sasl = _sasl_listener(config, listener.name, listener.sasl_mechanisms) if listener.protocol.uses_sasl else None
         if not listener.protocol.uses_tls:
-            result.append(ListenerSecurity(listener.name, listener.protocol))
+            result.append(ListenerSecurity(listener.name, listener.protocol, sasl=sasl))
             continue
         settings = config.ssl_for(listener.name)
         context = server_context(listener.name, settings)
         mapper = SslPrincipalMapper(settings["ssl.principal.mapping.rules"])
-        result.append(ListenerSecurity(listener.name, listener.protocol, context, mapper))
+        result.append(ListenerSecurity(listener.name, listener.protocol, context, mapper, sasl))
     return tuple(result)
+
+
+def _jaas_entry(config: BrokerConfig, listener: str, mechanism: str) -> LoginModule | None:
+    """The listener's one JAAS login module for ``mechanism``, None when it has no entry.
+
+    Raises:
+        ConfigError: the entry does not parse, or has more than one login module (Kafka's JaasContext).
+    """
+    key = f"{mechanism.lower()}.sasl.jaas.config"
+    text = config.listener_value(listener, key)
+    if text is None:
+        return None
+    where = f"listener.name.{listener.lower()}.{key}"
+    try:
+        modules = parse_jaas_config(str(text))
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {str(exc).removeprefix('sasl.jaas.config: ')}") from None
+    if len(modules) != 1:
+        raise ConfigError(f"{where}: {len(modules)} login modules, a SASL listener takes one")
+    expected = PLAIN_LOGIN_MODULE if mechanism == PLAIN else SCRAM_LOGIN_MODULE
+    if modules[0].name != expected:
+        raise ConfigError(f"{where}: the login module for {mechanism} must be {expected}")
+    return modules[0]
+
+
+def _sasl_listener(config: BrokerConfig, listener: str, mechanisms: tuple[str, ...]) -> SaslListener:
+    users: dict[str, str] = {}
+    for mechanism in mechanisms:
+        entry = _jaas_entry(config, listener, mechanism)
+        if mechanism == PLAIN:
+            if entry is None:
+                raise ConfigError(
+                    f"listener {listener}: PLAIN needs listener.name.{listener.lower()}.plain.sasl.jaas.config "
+                    f'({PLAIN_LOGIN_MODULE} required user_<name>="<password>" ...;)'
+                )
+            users = plain_users(entry)
+    return SaslListener(
+        listener,
+        mechanisms,
+        users,
+        reauth_ms=int(config["connections.max.reauth.ms"]),
+        failure_delay_ms=int(config["connection.failed.authentication.delay.ms"]),
+        max_receive_size=int(config["sasl.server.max.receive.size"]),
+    )
 
 
 def client_security(config: BrokerConfig) -> ClientSecurity:
@@ -90,7 +152,18 @@ def client_security(config: BrokerConfig) -> ClientSecurity:
     """
     setup = config.listener_setup
     listener = setup.inter_broker_listener
+    sasl = _inter_broker_login(config, listener.name) if listener.protocol.uses_sasl else None
     if not listener.protocol.uses_tls:
-        return ClientSecurity(listener.name, listener.protocol)
+        return ClientSecurity(listener.name, listener.protocol, sasl=sasl)
     context = client_context(listener.name, config.ssl_for(listener.name))
-    return ClientSecurity(listener.name, listener.protocol, context)
+    return ClientSecurity(listener.name, listener.protocol, context, sasl)
+
+
+def _inter_broker_login(config: BrokerConfig, listener: str) -> Callable[[], SaslClientMechanism]:
+    """The client side this broker logs in to others with: the inter-broker mechanism's JAAS username and password."""
+    mechanism = str(config["sasl.mechanism.inter.broker.protocol"]).upper()
+    entry = _jaas_entry(config, listener, mechanism)
+    key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    if entry is None or "username" not in entry.options or "password" not in entry.options:
+        raise ConfigError(f'{key}: the inter-broker login needs username="..." password="..."')
+    return sasl_client_factory(mechanism, entry.options["username"], entry.options["password"])

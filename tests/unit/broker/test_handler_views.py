@@ -31,6 +31,8 @@ from barnabas.broker.handlers import (
     offsets,
     produce,
     producer_ids,
+    sasl,
+    scram_credentials,
     topics,
 )
 from barnabas.broker.handlers._view import converter, view_of
@@ -66,6 +68,10 @@ VIEWS: dict[int, type] = {
     leadership.ALTER_PARTITION_REASSIGNMENTS: leadership.AlterPartitionReassignmentsRequest,
     leadership.LIST_PARTITION_REASSIGNMENTS: leadership.ListPartitionReassignmentsRequest,
     cluster.API_KEY: cluster.DescribeClusterRequest,
+    sasl.HANDSHAKE_KEY: sasl.SaslHandshakeRequest,
+    sasl.AUTHENTICATE_KEY: sasl.SaslAuthenticateRequest,
+    scram_credentials.DESCRIBE_KEY: scram_credentials.DescribeUserScramCredentialsRequest,
+    scram_credentials.ALTER_KEY: scram_credentials.AlterUserScramCredentialsRequest,
 }
 #: Handlers that read no kio body: ApiVersions reads none of its fields; Produce's body comes from
 #: the protocol's own decoder, typed already (ProduceRequestData).

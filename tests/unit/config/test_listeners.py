@@ -113,13 +113,14 @@ def test_java_tls_provider_settings_are_ignored_not_fatal() -> None:
         pytest.param({"listeners": "SSL://:9093"}, "listener SSL: SSL needs a keystore", id="SSL without keystore"),
         pytest.param(
             {"listeners": "SASL_SSL://:9094"},
-            "listeners: SASL_SSL uses SASL_SSL, but SASL is not supported yet",
-            id="SASL",
+            "sasl.enabled.mechanisms: GSSAPI (Kerberos, Kafka's default) is not supported; use PLAIN, SCRAM-SHA-256, "
+            "SCRAM-SHA-512",
+            id="SASL with Kafka's default mechanism",
         ),
         pytest.param(
             {"listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://:9095"},
-            "SASL_PLAINTEXT uses SASL_PLAINTEXT, but SASL is not supported yet",
-            id="SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms: GSSAPI (Kerberos, Kafka's default) is not supported",
+            id="SASL_PLAINTEXT with Kafka's default mechanism",
         ),
         pytest.param(
             {"listeners": "A://:9092,B://:9093", "listener.security.protocol.map": "A:PLAINTEXT,B:PLAINTEXT"},

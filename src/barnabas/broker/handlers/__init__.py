@@ -19,6 +19,8 @@ from . import (
     offsets,
     produce,
     producer_ids,
+    sasl,
+    scram_credentials,
     topics,
 )
 
@@ -44,5 +46,7 @@ def build_registry() -> ApiRegistry:
             *groups.SPECS,
             *group_admin.SPECS,
             *offsets.SPECS,
+            *sasl.SPECS,
+            *scram_credentials.SPECS,
         ]
     )
