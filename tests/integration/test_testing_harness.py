@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from barnabas.testing import Broker, ServerProcess, ServerStartError, line_logged, port_open
+from barnabas.testing import Broker, BrokerCluster, ServerProcess, ServerStartError, line_logged, port_open
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -158,3 +158,13 @@ def test_a_port_file_that_cannot_be_written_stops_the_broker_with_one_line(tmp_p
     last = done.stderr.strip().splitlines()[-1]
     assert last == f"barnabas broker: --port-file {tmp_path / 'missing' / 'port'}: No such file or directory", last
     assert "Traceback" not in done.stderr
+
+
+def test_a_cluster_that_does_not_come_up_leaves_no_broker_running(tmp_path: Path) -> None:
+    """start() raised, so its caller has no cluster to stop: start() itself must kill what it launched."""
+    cluster = BrokerCluster(tmp_path, 2)
+    cluster.brokers[1].properties["no.such.setting"] = "1"  # broker 1 exits at once; broker 0 serves
+    with pytest.raises(ServerStartError, match="broker 1"):
+        cluster.start()
+    assert cluster.brokers[0].pid is not None, "broker 0 was launched"
+    assert not cluster.brokers[0].running and not cluster.brokers[1].running

@@ -53,13 +53,21 @@ class BrokerCluster:
         return Broker(data_dir, broker_id, coordination_url=self.coordination_url, properties=properties)
 
     def start(self) -> BrokerCluster:
-        """Start every broker at once and wait until Metadata lists them all."""
-        for broker in self.brokers:
-            broker.launch()
-        deadline = time.monotonic() + self.start_timeout_s
-        for broker in self.brokers:
-            broker.wait_ready(max(0.0, deadline - time.monotonic()))
-        self.wait_until_every_broker_sees_all()
+        """Start every broker at once and wait until Metadata lists them all.
+
+        A cluster that does not come up is killed before the error is raised: its caller never got
+        it to stop, so nothing else would stop its brokers.
+        """
+        try:
+            for broker in self.brokers:
+                broker.launch()
+            deadline = time.monotonic() + self.start_timeout_s
+            for broker in self.brokers:
+                broker.wait_ready(max(0.0, deadline - time.monotonic()))
+            self.wait_until_every_broker_sees_all()
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def wait_until_every_broker_sees_all(self) -> None:
