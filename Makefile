@@ -9,7 +9,7 @@ BENCH_STAMP := $(VENV)/.bench-$(PYPROJECT_HASH)
 BENCH_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: run test lint test-deps system-deps unit fault bench clean
+.PHONY: run test lint test-deps system-deps unit fault fuzz bench clean
 
 run: $(RUN_STAMP)
 	$(BIN)/barnabas broker --listen 127.0.0.1:9092 --data-dir ./barnabas-data
@@ -58,6 +58,15 @@ CYCLES ?= 5
 FAULTS ?=
 fault: test-deps
 	BARNABAS_TEST_REPLICATION_CYCLES=$(CYCLES) BARNABAS_TEST_REPLICATION_FAULTS="$(FAULTS)" $(BIN)/pytest tests/fault $(PYTEST_ARGS)
+
+# Coverage-guided fuzzing (docs/testing.md, "Fuzzing"): every target for FUZZ_RUNS inputs (FUZZ_TARGET for
+# one), then the stateful tests at length. atheris (libFuzzer in its wheel) is installed here only.
+FUZZ_RUNS ?= 1000000
+FUZZ_TARGET ?= all
+fuzz: $(TEST_STAMP)
+	$(BIN)/python -c "import atheris" 2>/dev/null || $(BIN)/pip install --quiet atheris==3.0.0
+	$(BIN)/python -m tests.fuzz.run $(FUZZ_TARGET) --runs $(FUZZ_RUNS)
+	BARNABAS_STATEFUL=fuzz $(BIN)/pytest -p no:cacheprovider --timeout=0 tests/unit/log/test_log_stateful.py tests/unit/groups/test_coordinator_stateful.py $(PYTEST_ARGS)
 
 # barnabas (direct and through its proxy), Apache Kafka (1 and 3 brokers) and Tansu side by side
 # (bench/README.md); ~14-20 min.

@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from barnabas.protocol import (
+    CorruptRecordError,
+    Record,
     RecordBatchHeader,
     build_empty_batch,
     decode_batch_records,
@@ -70,7 +72,7 @@ def filter_batch(
     The caller has checked the batch's CRC-32C.
 
     Raises:
-        CorruptRecordError: the records do not decode.
+        CorruptRecordError: the records do not decode, or one lies outside the batch's offsets.
     """
     stats.bytes_read += header.size
     if header.is_control:
@@ -106,6 +108,7 @@ def filter_batch(
             stats.bytes_retained += header.size
             return batch
         records = decode_batch_records(batch, verify_crc=False)
+        _check_offsets(header, records)
         new_horizon = rules.now_ms + rules.delete_retention_ms if set_horizon else horizon
         rebuilt = rebuild_batch(
             header, [r for r, keep in zip(records, kept, strict=True) if keep], delete_horizon_ms=new_horizon
@@ -120,3 +123,19 @@ def filter_batch(
         stats.bytes_retained += len(empty)
         return empty
     return None
+
+
+def _check_offsets(header: RecordBatchHeader, records: list[Record]) -> None:
+    """A batch's records lie within its offsets: only its header was checked when it was appended.
+
+    A client's batch to a compacted topic, or a leader's batch a follower took, may claim a record
+    outside ``[baseOffset, baseOffset + lastOffsetDelta]``; such a batch cannot be rebuilt in place.
+
+    Raises:
+        CorruptRecordError: a record lies outside.
+    """
+    for record in records:
+        if not header.base_offset <= record.offset <= header.last_offset:
+            raise CorruptRecordError(
+                f"record offset {record.offset} is outside the batch at {header.base_offset}-{header.last_offset}"
+            )

@@ -18,7 +18,8 @@ Rules this module keeps:
 - A response must be consumed exactly: trailing bytes mean the two sides disagree on the
   version, and that is a RemoteProtocolError like any other undecodable frame.
 - Unknown tagged fields in a response body are skipped (KIP-482) through the same slow path the
-  request decoder uses (``strip_unknown_tags``).
+  request decoder uses (``strip_unknown_tags``), and a body declaring arrays its frame cannot
+  hold is refused before kio reads it (``check_declared_sizes``), as requests are.
 - Records fields come back as ``bytes`` exactly as the peer sent them: kio's native reader
   copies them once out of the frame (about a memcpy, ~0.07 ms per MB) and never parses them.
 - Our own misuse (an unknown schema, a body of the wrong class, a value the wire cannot carry)
@@ -39,6 +40,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial.errors import SerialError
 
+from ._declared_sizes import check_declared_sizes
 from ._errors import LocalProtocolError, RemoteProtocolError, UnsupportedApiError
 from ._requests import _reader, request_schema, skip_header_tags
 from ._responses import _writer
@@ -166,6 +168,7 @@ def response_correlation_id(frame: bytes | bytearray | memoryview) -> int:
 
 
 def _read_body(schema: type[Any], frame: bytes, offset: int) -> Any:
+    check_declared_sizes(schema, frame, offset)
     try:
         body, size = _reader(schema)(frame, offset)
     except KeyError as exc:

@@ -64,10 +64,11 @@ def _walk(view: memoryview, version: int) -> bool:
         for _ in range(partitions):
             pos += 4 + 2 + 8 + 8 + (8 if version >= 5 else 0)
             aborted, pos = _count(view, pos, flexible, nullable=True)
-            for _ in range(aborted):
-                pos += 16
-                if flexible:
-                    pos = _no_tags(view, pos)
+            if flexible:
+                for _ in range(aborted):
+                    pos = _no_tags(view, pos + 16)  # ProducerId, FirstOffset
+            else:
+                pos += 16 * aborted
             if version >= 11:
                 (replica,) = _INT32.unpack_from(view, pos)
                 if replica != -1:
@@ -86,15 +87,20 @@ def _walk(view: memoryview, version: int) -> bool:
 
 
 def _count(view: memoryview, pos: int, flexible: bool, *, nullable: bool = False) -> tuple[int, int]:
+    """An array's element count; every element takes a byte or more, so one the frame cannot hold is unwalkable."""
     if flexible:
         length, pos = _read_uvarint(view, pos, "FetchResponse")
         if length == 0 and not nullable:
             raise _UnwalkableError("null array")
-        return max(length - 1, 0), pos
-    (length,) = _INT32.unpack_from(view, pos)
-    if length < -1 or (length == -1 and not nullable):
-        raise _UnwalkableError("bad array length")
-    return max(length, 0), pos + 4
+        count = max(length - 1, 0)
+    else:
+        (length,) = _INT32.unpack_from(view, pos)
+        if length < -1 or (length == -1 and not nullable):
+            raise _UnwalkableError("bad array length")
+        count, pos = max(length, 0), pos + 4
+    if count > len(view) - pos:
+        raise _UnwalkableError(f"an array of {count} elements in {len(view) - pos} bytes")
+    return count, pos
 
 
 def _skip_string(view: memoryview, pos: int, flexible: bool) -> int:

@@ -14,7 +14,8 @@ Rules this module keeps:
 - The result reads like kio's entity (``topic_data[i].partition_data[j].records``), with
   ``timeout_ms`` instead of kio's timedelta; tests prove the two decoders agree.
 - Anything that runs past the frame, a negative length other than null, or a topic name that
-  is not UTF-8 raises RemoteProtocolError.
+  is not UTF-8 raises RemoteProtocolError; so does, at once, an array declaring more elements
+  than the bytes left or than 1,000,000, or over 10,000 tagged fields (``_declared_sizes``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import struct
 from dataclasses import dataclass
 from typing import Final
 
+from ._declared_sizes import check_count, check_tagged_count
 from ._errors import RemoteProtocolError
 
 __all__ = [
@@ -123,6 +125,7 @@ class _Reader:
         count = self.uvarint() - 1 if flexible else self.int32()
         if count < 0:
             raise RemoteProtocolError(f"ProduceRequest array length {count} is not allowed here")
+        check_count(count, len(self.frame) - self.pos, "ProduceRequest")
         return count
 
     def nullable_bytes(self, flexible: bool) -> memoryview | None:
@@ -135,7 +138,9 @@ class _Reader:
         return self.view[start : start + size]
 
     def skip_tagged_fields(self) -> None:
-        for _ in range(self.uvarint()):
+        count = self.uvarint()
+        check_tagged_count(count, len(self.frame) - self.pos, "ProduceRequest")
+        for _ in range(count):
             self.uvarint()  # tag
             self.need(self.uvarint())
 

@@ -9,14 +9,16 @@ Rules this module keeps:
 
 - Only magic 2. A batch is decoded whole; a failure anywhere (bad CRC, codec error, a field
   running past its bounds, a record count that does not match) raises CorruptRecordError, never
-  a partial list.
+  a partial list. A record count or a record's header count that its bytes cannot hold (a record
+  takes at least 7 bytes, a header 2) is refused before any record is read.
 - Record fields are zigzag varints; a length of -1 is null (keys, values, header values);
   header keys are UTF-8 and never null.
 - A record's offset is baseOffset + offsetDelta. Its timestamp is baseTimestamp +
   timestampDelta, except that with the LogAppendTime bit every record takes maxTimestamp
   (the broker stamps only maxTimestamp, see _record_batch.set_log_append_time).
 - Codecs come from cramjam. Snappy is read both raw (librdkafka) and in xerial blocks (the Java
-  client's ``\\x82SNAPPY\\x00`` framing) and written raw, which every client reads. LZ4 is the
+  client's ``\\x82SNAPPY\\x00`` framing) and written raw, which every client reads; a raw stream
+  declaring more than it could expand to is refused before cramjam allocates for it. LZ4 is the
   frame format with independent blocks, because Kafka's Lz4BlockInputStream decompresses each
   block on its own. The pre-0.10 broken-checksum LZ4 framing (KAFKA-3160) only ever applied to
   magic 0/1 message sets, so it does not arise here.
@@ -101,9 +103,16 @@ RecordInput: TypeAlias = (
 
 _XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
 _XERIAL_HEADER_SIZE = 16  # magic (8) + version int32 + compatible-version int32
+#: The most a snappy element expands: a copy of 64 bytes takes 3 (snappy's format_description.txt).
+_SNAPPY_MAX_EXPANSION = 22
 _BLOCK_SIZE = struct.Struct(">i")
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte batch header, as in _record_batch
 _MAX_VARINT_SHIFT = 63
+#: The smallest record (DefaultRecord): its length, attributes, timestamp and offset deltas, key and
+#: value lengths and header count, one byte each.
+_MIN_RECORD_SIZE = 7
+#: The smallest record header: its key length and value length, one byte each.
+_MIN_HEADER_SIZE = 2
 
 
 # --- decoding -------------------------------------------------------------------------------
@@ -121,9 +130,31 @@ def _xerial_snappy_decompress(data: memoryview) -> bytes:
         pos += 4
         if size < 0 or pos + size > end:
             raise CorruptRecordError("xerial snappy block runs past the batch")
-        out += cramjam.snappy.decompress_raw(data[pos : pos + size])
+        out += _snappy_raw(data[pos : pos + size])
         pos += size
     return bytes(out)
+
+
+def _snappy_raw(data: memoryview) -> memoryview:
+    """Decompress raw snappy, once its declared length is one ``data`` can hold.
+
+    Raw snappy starts with the uncompressed length (a varint) and cramjam allocates that much before
+    reading on: 4 GiB declared in a few bytes, refused by the allocator, aborts the process. No
+    snappy element expands more than 64 bytes from 3, so a valid stream never declares more than
+    ``_SNAPPY_MAX_EXPANSION`` times its own size.
+
+    Raises:
+        CorruptRecordError: the declared length is out of reach, or the data does not decompress.
+    """
+    declared = shift = 0
+    for index, byte in enumerate(data[:5]):
+        declared |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            if declared > _SNAPPY_MAX_EXPANSION * (len(data) - index - 1):
+                raise CorruptRecordError(f"snappy data of {len(data)} bytes declares {declared} bytes uncompressed")
+            return memoryview(cramjam.snappy.decompress_raw(data))
+    raise CorruptRecordError("snappy data does not start with its length")
 
 
 def _decompress(codec: int, data: memoryview) -> bytes | memoryview:
@@ -136,7 +167,7 @@ def _decompress(codec: int, data: memoryview) -> bytes | memoryview:
         if codec == Compression.SNAPPY:
             if data[: len(_XERIAL_MAGIC)].tobytes() == _XERIAL_MAGIC:
                 return _xerial_snappy_decompress(data)
-            return memoryview(cramjam.snappy.decompress_raw(data))
+            return memoryview(_snappy_raw(data))
         if codec == Compression.LZ4:
             return memoryview(cramjam.lz4.decompress(data))
         if codec == Compression.ZSTD:
@@ -199,7 +230,10 @@ def _checked_records(
         raise CorruptRecordError("record batch CRC-32C mismatch")
     if header.records_count < 0:
         raise CorruptRecordError(f"negative record count {header.records_count}")
-    return header, _decompress(header.attributes & COMPRESSION_MASK, memoryview(batch)[BATCH_HEADER_SIZE : header.size])
+    data = _decompress(header.attributes & COMPRESSION_MASK, memoryview(batch)[BATCH_HEADER_SIZE : header.size])
+    if header.records_count * _MIN_RECORD_SIZE > len(data):
+        raise CorruptRecordError(f"{len(data)} bytes cannot hold {header.records_count} records")
+    return header, data
 
 
 def decode_batch_records(batch: bytes | bytearray | memoryview, *, verify_crc: bool = True) -> list[Record]:
@@ -237,6 +271,8 @@ def decode_batch_records(batch: bytes | bytearray | memoryview, *, verify_crc: b
             header_count, pos = _read_varint(data, pos)
             if header_count < 0:
                 raise CorruptRecordError(f"invalid record header count {header_count}")
+            if header_count * _MIN_HEADER_SIZE > start + length - pos:
+                raise CorruptRecordError(f"a record of {length} bytes cannot hold {header_count} headers")
             headers: list[RecordHeader] = []
             for _ in range(header_count):
                 key_size, pos = _read_varint(data, pos)

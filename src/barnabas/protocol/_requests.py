@@ -6,7 +6,9 @@ Rules this module keeps:
   so even a request we cannot decode can be answered or logged with its correlation id.
 - ``client_id`` is a legacy nullable string in every header version (Kafka special-cases it
   in RequestHeader.json); flexible versions add a tagged-field section, which is skipped.
-- Bodies go through kio's native reader; a frame it refuses only for an unknown tagged field
+- Bodies go through kio's native reader, once ``check_declared_sizes`` has refused any array
+  the frame cannot hold (kio reserves room for a declared count before reading it, and a
+  refused reservation aborts the process); a frame it refuses only for an unknown tagged field
   is retried once through ``strip_unknown_tags``. Produce bodies go through the hand-written
   decoder instead (``_produce_request``), whose records are views of the frame: a writable
   frame stays the records' buffer. kio needs ``bytes``, so other frames are converted.
@@ -24,6 +26,7 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema
 from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
+from ._declared_sizes import check_declared_sizes, check_tagged_count
 from ._errors import RemoteProtocolError, UnsupportedApiError
 from ._produce_request import PRODUCE_REQUEST_VERSIONS, decode_produce_request
 from ._tagged import strip_unknown_tags
@@ -127,9 +130,10 @@ def skip_header_tags(frame: bytes | bytearray | memoryview, pos: int, where: str
     """Skip the tagged-field section of a flexible request or response header (``where`` names it).
 
     Raises:
-        RemoteProtocolError: the section runs past the frame.
+        RemoteProtocolError: the section runs past the frame or declares over 10,000 fields.
     """
     count, pos = _read_uvarint(frame, pos, where)
+    check_tagged_count(count, len(frame) - pos, where)
     for _ in range(count):
         _, pos = _read_uvarint(frame, pos, where)
         size, pos = _read_uvarint(frame, pos, where)
@@ -153,6 +157,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
         return Request(header, decode_produce_request(frame, offset, api_version), len(frame))
     if not isinstance(frame, bytes):
         frame = bytes(frame)
+    check_declared_sizes(schema, frame, offset)
     try:
         body, _ = _reader(schema)(frame, offset)
     except KeyError as exc:

@@ -1,0 +1,105 @@
+"""The proxy's answers rewritten: a broker's response decoded, rewritten to name proxy nodes, re-encoded.
+
+Input: one byte picks the API (Produce, Fetch, Metadata, FindCoordinator, ListPartitionReassignments,
+DescribeCluster: every API whose answers the proxy rewrites), one byte the version among those the
+proxy understands, then the response frame as a broker sends it (after the size prefix). Each goes
+the proxy's way: ``fetch_response_names_nodes`` first for a Fetch (it never raises), then
+``decode_response`` (documented: RemoteProtocolError), ``ClusterView.apply`` for a Metadata answer,
+the API's ``rewrite_*``, and ``encode_response``. None of those after the decoder documents an
+error, so any is a finding; so is an answer that, re-read as the client reads it, still names a real
+broker, and a Fetch answer the scan let through that names a node.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from barnabas.protocol import RemoteProtocolError, decode_response, encode_response, fetch_response_names_nodes
+from barnabas.proxy.cluster_view import ClusterView
+from barnabas.proxy.links import BrokerLinks
+from barnabas.proxy.rewrite import (
+    rewrite_describe_cluster,
+    rewrite_fetch,
+    rewrite_find_coordinator,
+    rewrite_list_partition_reassignments,
+    rewrite_metadata,
+    rewrite_produce,
+)
+from barnabas.proxy.routes import UNDERSTOOD
+from tests.fuzz.harness import Target, attempt
+from tests.unit.proxy.wire import BROKERS, PROXY_IDS, cluster_view, proxy_nodes
+
+PRODUCE, FETCH, METADATA, FIND_COORDINATOR, LIST_PARTITION_REASSIGNMENTS, DESCRIBE_CLUSTER = 0, 1, 3, 10, 46, 60
+APIS = (PRODUCE, FETCH, METADATA, FIND_COORDINATOR, LIST_PARTITION_REASSIGNMENTS, DESCRIBE_CLUSTER)
+
+_VIEW = cluster_view()
+_NODES = proxy_nodes()
+
+
+def pick_version(api_key: int, choice: int) -> int:
+    low, high = UNDERSTOOD[api_key]
+    return low + choice % (high - low + 1)
+
+
+def _rewrite(api_key: int, version: int, response: Any) -> Any:
+    _VIEW.coordinators.clear()
+    if api_key == PRODUCE:
+        return rewrite_produce(response, version, _VIEW, _NODES)
+    if api_key == FETCH:
+        return rewrite_fetch(response, version, _VIEW, _NODES, lambda topic: topic.topic)
+    if api_key == METADATA:
+        ClusterView([("fuzz", 1)], BrokerLinks(client_id="fuzz", connect_timeout_s=1, request_timeout_s=1)).apply(
+            response
+        )
+        return rewrite_metadata(response, version, _VIEW, _NODES)
+    if api_key == FIND_COORDINATOR:
+        return rewrite_find_coordinator(response, version, _VIEW, _NODES, key_type=0, keys=["group"])
+    if api_key == LIST_PARTITION_REASSIGNMENTS:
+        return rewrite_list_partition_reassignments(response, version, _VIEW, _NODES)
+    return rewrite_describe_cluster(response, version, _VIEW, _NODES)
+
+
+def _named_nodes(api_key: int, response: Any) -> set[int]:
+    """The node ids a rewritten answer names where the proxy promises its own nodes."""
+    if api_key == METADATA:
+        named = {int(b.node_id) for b in response.brokers}
+        named |= {int(p.leader_id) for t in response.topics if t.name is not None for p in t.partitions}
+        return named
+    if api_key == DESCRIBE_CLUSTER:
+        return {int(b.broker_id) for b in response.brokers}
+    if api_key in (PRODUCE, FETCH):
+        return {int(n.node_id) for n in getattr(response, "node_endpoints", ())}
+    return set()
+
+
+def _names_no_node(response: Any) -> bool:
+    """A Fetch answer neither names a preferred read replica nor a current leader."""
+    for topic in response.responses:
+        for partition in topic.partitions:
+            if int(getattr(partition, "preferred_read_replica", -1)) != -1:
+                return False
+            leader = getattr(partition, "current_leader", None)
+            if leader is not None and int(leader.leader_id) >= 0:
+                return False
+    return True
+
+
+def run(data: bytes) -> None:
+    if len(data) < 2:
+        return
+    api_key = APIS[data[0] % len(APIS)]
+    version, payload = pick_version(api_key, data[1]), data[2:]
+    scanned_clean = api_key == FETCH and not fetch_response_names_nodes(payload, version)
+    decoded = attempt(lambda: decode_response(api_key, version, payload), RemoteProtocolError)
+    if decoded is None:
+        return
+    correlation_id, response = decoded
+    if scanned_clean:
+        assert _names_no_node(response), "the Fetch scan let an answer naming a node through unrewritten"
+    encoded = encode_response(correlation_id, _rewrite(api_key, version, response))
+    _, reread = decode_response(api_key, version, encoded[4:])
+    named = _named_nodes(api_key, reread) - {-1}
+    assert named <= PROXY_IDS, f"a rewritten answer names {named - PROXY_IDS} (real brokers: {set(BROKERS)})"
+
+
+TARGET = Target("proxy_rewrite", run, __doc__ or "", max_len=4096)
