@@ -19,8 +19,8 @@ from __future__ import annotations
 import struct
 from typing import Final
 
+from ._declared_sizes import read_uvarint
 from ._errors import RemoteProtocolError
-from ._requests import _read_uvarint
 
 __all__ = ["FETCH_SCAN_VERSIONS", "fetch_response_names_nodes"]
 
@@ -89,7 +89,7 @@ def _walk(view: memoryview, version: int) -> bool:
 def _count(view: memoryview, pos: int, flexible: bool, *, nullable: bool = False) -> tuple[int, int]:
     """An array's element count; every element takes a byte or more, so one the frame cannot hold is unwalkable."""
     if flexible:
-        length, pos = _read_uvarint(view, pos, "FetchResponse")
+        length, pos = read_uvarint(view, pos, len(view))
         if length == 0 and not nullable:
             raise _UnwalkableError("null array")
         count = max(length - 1, 0)
@@ -105,7 +105,7 @@ def _count(view: memoryview, pos: int, flexible: bool, *, nullable: bool = False
 
 def _skip_string(view: memoryview, pos: int, flexible: bool) -> int:
     if flexible:
-        length, pos = _read_uvarint(view, pos, "FetchResponse")
+        length, pos = read_uvarint(view, pos, len(view))
         return pos + max(length - 1, 0)
     length = int(_INT16.unpack_from(view, pos)[0])
     return pos + 2 + max(length, 0)
@@ -113,7 +113,7 @@ def _skip_string(view: memoryview, pos: int, flexible: bool) -> int:
 
 def _skip_bytes(view: memoryview, pos: int, flexible: bool) -> int:
     if flexible:
-        length, pos = _read_uvarint(view, pos, "FetchResponse")
+        length, pos = read_uvarint(view, pos, len(view))
         end = pos + max(length - 1, 0)
     else:
         (length,) = _INT32.unpack_from(view, pos)

@@ -26,7 +26,7 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema
 from kio.serial import entity_reader
 from kio.serial.errors import SerialError
 
-from ._declared_sizes import check_declared_sizes, check_tagged_count
+from ._declared_sizes import check_declared_sizes, check_tagged_count, read_uvarint
 from ._errors import RemoteProtocolError, UnsupportedApiError
 from ._produce_request import PRODUCE_REQUEST_VERSIONS, decode_produce_request
 from ._tagged import strip_unknown_tags
@@ -111,32 +111,18 @@ def _parse_header(frame: bytes | bytearray | memoryview, flexible: bool) -> tupl
     return RequestHeader(api_key, api_version, correlation_id, client_id), pos
 
 
-def _read_uvarint(frame: bytes | bytearray | memoryview, pos: int, where: str) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(frame):
-            raise RemoteProtocolError(f"{where} is truncated (tagged fields)")
-        byte = frame[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 35:
-            raise RemoteProtocolError("unsigned varint is too long")
-
-
 def skip_header_tags(frame: bytes | bytearray | memoryview, pos: int, where: str) -> int:
     """Skip the tagged-field section of a flexible request or response header (``where`` names it).
 
     Raises:
         RemoteProtocolError: the section runs past the frame or declares over 10,000 fields.
     """
-    count, pos = _read_uvarint(frame, pos, where)
-    check_tagged_count(count, len(frame) - pos, where)
+    end = len(frame)
+    count, pos = read_uvarint(frame, pos, end)
+    check_tagged_count(count, end - pos, where)
     for _ in range(count):
-        _, pos = _read_uvarint(frame, pos, where)
-        size, pos = _read_uvarint(frame, pos, where)
+        _, pos = read_uvarint(frame, pos, end)
+        size, pos = read_uvarint(frame, pos, end)
         pos += size
     if pos > len(frame):
         raise RemoteProtocolError(f"{where} is truncated (tagged fields)")
