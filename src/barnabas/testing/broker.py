@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .process import POLL_S, ManagedServer, ServerProcess, ServerStartError, port_file_written
+from .process import POLL_S, ManagedServer, ServerProcess, ServerStartError, admin_port_of, port_file_written
 
 __all__ = ["Broker"]
 
@@ -125,9 +125,7 @@ class Broker(ManagedServer):
         Raises:
             RuntimeError: it has none (not started yet, or no admin listener).
         """
-        if not port_file_written(self.admin_port_file)(self.process):
-            raise RuntimeError(f"broker {self.broker_id} has no admin endpoint (is admin.listeners set?)")
-        return int(self.admin_port_file.read_text().strip())
+        return admin_port_of(self.admin_port_file, self.process, f"broker {self.broker_id}")
 
     def wait_admin_port(self, timeout_s: float | None = None) -> int:
         """Wait until the admin endpoint listens (before the broker has joined its cluster); its port.

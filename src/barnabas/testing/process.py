@@ -413,6 +413,17 @@ def port_file_written(path: Path) -> Callable[[ServerProcess], bool]:
     return ready
 
 
+def admin_port_of(path: Path, process: ServerProcess, name: str) -> int:
+    """The admin endpoint port ``process`` wrote to ``path`` in this run.
+
+    Raises:
+        RuntimeError: none is written (not started yet, or no ``admin.listeners``).
+    """
+    if not port_file_written(path)(process):
+        raise RuntimeError(f"{name} has no admin endpoint (is admin.listeners set?)")
+    return int(path.read_text().strip())
+
+
 def line_logged(pattern: str | re.Pattern[str]) -> Callable[[ServerProcess], bool]:
     """Ready once this run's log has a line matching ``pattern``."""
     compiled = re.compile(pattern)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .process import ManagedServer, ServerProcess, free_ports, port_file_written
+from .process import ManagedServer, ServerProcess, admin_port_of, free_ports, port_file_written
 
 __all__ = ["ProxyNode", "ProxySet"]
 
@@ -95,9 +95,7 @@ class ProxyNode(ManagedServer):
         Raises:
             RuntimeError: it has none (not started yet, or no admin listener).
         """
-        if not port_file_written(self.admin_port_file)(self.process):
-            raise RuntimeError(f"proxy {self.bootstrap} has no admin endpoint (is admin.listeners set?)")
-        return int(self.admin_port_file.read_text().strip())
+        return admin_port_of(self.admin_port_file, self.process, f"proxy {self.bootstrap}")
 
     def log_text(self) -> str:
         return self.process.log_text()
