@@ -391,6 +391,18 @@ async def _start_member(target: Target, group: str, member: str, elect: str | No
     return process, line
 
 
+async def _vanishes_within_ttl(group: GroupMembership, member: str, ttl_s: float, since: float, fault: str) -> None:
+    """``member`` leaves ``group`` within the contract's bound of ``fault`` (at ``since``): ttl + ttl/3 + 1 s."""
+
+    async def vanished() -> bool:
+        return member not in await group.members()
+
+    limit = ttl_s + ttl_s / 3 + 1.0
+    await eventually(vanished, limit, f"a member to vanish after {fault} (TTL {ttl_s} s)")
+    took = time.monotonic() - since
+    assert took <= limit, f"gone {took:.2f} s after {fault}, past ttl + ttl/3 + 1 s = {limit:.2f} s"
+
+
 async def check_killed_member_vanishes_within_its_ttl(target: Target) -> None:
     """A member's key outlives its TTL while its process lives, and goes within the contract's bound of a kill -9.
 
@@ -416,13 +428,7 @@ async def check_killed_member_vanishes_within_its_ttl(target: Target) -> None:
             killed = time.monotonic()
             await process.wait()
 
-            async def vanished() -> bool:
-                return "victim" not in await group.members()
-
-            limit = ttl_s + ttl_s / 3 + 1.0
-            await eventually(vanished, limit, f"a kill -9'd member to vanish (TTL {ttl_s} s)")
-            took = time.monotonic() - killed
-            assert took <= limit, f"gone {took:.2f} s after kill -9, past ttl + ttl/3 + 1 s = {limit:.2f} s"
+            await _vanishes_within_ttl(group, "victim", ttl_s, killed, "kill -9")
             await named(watch, group.prefix, {key}, target.notify_timeout_s)
         finally:
             if process.returncode is None:
@@ -459,19 +465,13 @@ async def check_paused_member_loses_its_session_within_its_ttl(target: Target) -
             process.send_signal(signal.SIGSTOP)
             paused = time.monotonic()
 
-            async def vanished() -> bool:
-                return "sleeper" not in await group.members()
-
-            limit = ttl_s + ttl_s / 3 + 1.0
-            await eventually(vanished, limit, f"a paused member to vanish (TTL {ttl_s} s)")
-            took = time.monotonic() - paused
-            assert took <= limit, f"gone {took:.2f} s after SIGSTOP, past ttl + ttl/3 + 1 s = {limit:.2f} s"
+            await _vanishes_within_ttl(group, "sleeper", ttl_s, paused, "SIGSTOP")
             process.send_signal(signal.SIGCONT)
             seen = await _line_starting(process, "state", ttl_s + target.vanish_slack_s + 5.0)
             while seen != "state lost":
                 assert seen == "state suspended", f"a resumed member whose key is gone reported {seen!r}"
                 seen = await _line_starting(process, "state", ttl_s + target.vanish_slack_s + 5.0)
-            assert await vanished(), "the resumed member's key came back"
+            assert "sleeper" not in await group.members(), "the resumed member's key came back"
         finally:
             if process.returncode is None:
                 process.send_signal(signal.SIGCONT)
