@@ -15,6 +15,9 @@ command -v etcdctl >/dev/null || need+=(etcd-client)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 # kubectl renders the Kubernetes manifests (kubectl kustomize); any kubectl already there will do.
 command -v kubectl >/dev/null || need+=(kubernetes-client)
+# The partition tests cut links between network namespaces with packet filters (iproute2 makes the namespaces).
+command -v iptables >/dev/null || need+=(iptables)
+command -v ip >/dev/null || need+=(iproute2)
 
 if ((${#need[@]} == 0)); then
   exit 0

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from barnabas.testing import AdoptedProcess, Broker
+from barnabas.testing.network import NetNode
 
 
 class LogLines:
@@ -39,8 +40,11 @@ class BrokerProcess(Broker):
         env: dict[str, str] | None = None,
         *,
         name: str | None = None,
+        node: NetNode | None = None,
     ) -> None:
-        super().__init__(data_dir, broker_id, properties=properties, extra_args=extra_args or [], env=env, name=name)
+        super().__init__(
+            data_dir, broker_id, properties=properties, extra_args=extra_args or [], env=env, name=name, node=node
+        )
         self.output = LogLines(self)
 
     @property

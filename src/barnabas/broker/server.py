@@ -52,6 +52,7 @@ from .admin_endpoint import BrokerAdmin
 from .connection import KafkaConnection
 from .handlers import build_registry
 from .log_cleaner import LogCleanerService
+from .log_dir_halt import halt_on_log_dir_failure
 from .offsets_topic import OffsetsTopic
 from .partition_service import PartitionService
 from .registry import ApiRegistry
@@ -165,6 +166,7 @@ class Broker:
             cleaner_config=cleaner_config,
             foreign_paths=getattr(metastore, "local_paths", ()),  # the embedded database may live there
         )
+        self._logs.failures.listen(halt_on_log_dir_failure)
         self._pending_claim = await check_claim(
             self._storage, self.broker_id, cluster_id, self._logs.directory_ids, self._logs.fresh_dirs,
             replace=self.replace,

@@ -55,10 +55,11 @@ import os
 import shutil
 import uuid
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from functools import partial
+from functools import partial, wraps
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from barnabas.protocol import (
     RecordBatchHeader,
@@ -111,6 +112,26 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _reports_write_failures(
+    method: Callable[Concatenate[PartitionLog, _P], _R],
+) -> Callable[Concatenate[PartitionLog, _P], _R]:
+    """A log method whose OSError is a failed disk write: the failure channel hears of it, the caller gets it."""
+
+    @wraps(method)
+    def reporting(self: PartitionLog, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as exc:
+            self._write_failed(exc)
+            raise
+
+    return reporting
+
 
 #: DeleteRecordsRequest.HIGH_WATERMARK: "delete everything below the high watermark".
 DELETE_TO_HIGH_WATERMARK = -1
@@ -167,6 +188,8 @@ class PartitionLog:
         self.hw_follows_log_end = hw_follows_log_end
         #: Writes leader batches off the owner's thread when set (:meth:`attach_writer`).
         self._writer: AppendWriter | None = None
+        #: Told of every failed disk write (:meth:`attach_failure_channel`): the log dir goes offline.
+        self._report_write_failure: Callable[[Path, BaseException], None] | None = None
         #: Leader batches up to this size skip the writer while none of this log's writes is in flight.
         self._inline_max_bytes = INLINE_APPEND_MAX_BYTES
         self._write_state = WriteState()
@@ -337,6 +360,15 @@ class PartitionLog:
         self._writer = writer
         self._inline_max_bytes = inline_max_bytes
 
+    def attach_failure_channel(self, report: Callable[[Path, BaseException], None] | None) -> None:
+        """Tell ``report(directory, error)`` of every disk write of this log that fails (Kafka's
+        LogDirFailureChannel): the broker must not go on leading partitions on a disk it cannot write."""
+        self._report_write_failure = report
+
+    def _write_failed(self, error: BaseException) -> None:
+        if isinstance(error, OSError) and self._report_write_failure is not None:
+            self._report_write_failure(self.directory, error)
+
     def attach_scheduler(self, scheduler: LogScheduler | None) -> None:
         """Sync rolled segments and remove deleted files on ``scheduler``'s thread (None: on the caller's)."""
         self._scheduler = scheduler
@@ -359,6 +391,7 @@ class PartitionLog:
             raise pending.error
         return pending.result
 
+    @_reports_write_failures
     def begin_append_as_leader(self, records: bytearray | memoryview, leader_epoch: int, now_ms: int) -> PendingAppend:
         """Validate one Produce partition's records, assign offsets and start appending them.
 
@@ -472,6 +505,7 @@ class PartitionLog:
                 error = exc
         if error is not None:
             pending.error = error
+            self._write_failed(error)
             if self._cutting_back is None:
                 logger.error("append to %s at offset %d failed: %s", self.directory, pending.result.base_offset, error)
             self._cutting_back = error
@@ -502,6 +536,7 @@ class PartitionLog:
                     landed.result()
             self._settle_landed()
 
+    @_reports_write_failures
     def append_as_follower(self, records: bytes | bytearray | memoryview, now_ms: int) -> FollowerAppendResult:
         """Append a leader's Fetch response records unchanged (Kafka's UnifiedLog.appendAsFollower).
 
@@ -569,6 +604,7 @@ class PartitionLog:
         ):
             self.roll(now_ms)
 
+    @_reports_write_failures
     def roll(self, now_ms: int) -> LogSegment:
         """Start a new active segment at the log end offset; a no-op when the active one is empty.
 
@@ -603,9 +639,11 @@ class PartitionLog:
             error = future.exception()
             if error is not None:
                 logger.error("syncing %s up to offset %d failed: %s", self.directory, offset, error)
+                self._write_failed(error)
             elif truncations == self._truncations:
                 self._recovery_point = max(self._recovery_point, min(offset, self._log_end_offset))
 
+    @_reports_write_failures
     def flush(self, now_ms: int | None = None) -> None:
         """fsync every segment that may hold data above the recovery point; advance it to the end."""
         self._check_open()
@@ -810,6 +848,7 @@ class PartitionLog:
         """Remove (with a scheduler: have removed) the deleted segments' files that are due."""
         return self._local.remove_due_files(now_ms, self._scheduler)
 
+    @_reports_write_failures
     def truncate_to(self, offset: int, now_ms: int) -> bool:
         """Remove every record at or above ``offset`` (Kafka's UnifiedLog.truncateTo); return whether the log changed.
 
@@ -884,6 +923,7 @@ class PartitionLog:
         found = self._local.segments[self._local.floor_index(offset)].translate_offset(offset)
         return offset if found is None else min(found.header.base_offset, offset)
 
+    @_reports_write_failures
     def truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
         """Delete every segment and restart the log empty at ``offset`` (UnifiedLog.truncateFullyAndStartAt).
 

@@ -78,6 +78,7 @@ from .files import (
     write_atomically,
 )
 from .log import MaintenanceResult, PartitionLog, remove_deleted_dir
+from .log_dir_failures import LogDirFailures
 from .meta_properties import MetaProperties, new_directory_id, read_meta_properties, write_meta_properties
 from .scheduler import LogScheduler, run_soon
 
@@ -135,6 +136,8 @@ class LogManager:
         self._last_checkpoint_ms: int | None = None
         self._last_hw_checkpoint_ms: int | None = None
         self._closed = False
+        #: The log dirs a failed write took offline; the broker listens (Kafka's LogDirFailureChannel).
+        self.failures = LogDirFailures(self.log_dirs)
         #: The log cleaner: which compacted log to clean next, its checkpoints, the pass in flight.
         self.cleaner = CleanerManager(cleaner_config or CleanerConfig())
         self._writer: AppendWriter | None = None
@@ -279,6 +282,7 @@ class LogManager:
                 )
                 log.attach_writer(self._writer)
                 log.attach_scheduler(self._scheduler)
+                log.attach_failure_channel(self.failures.report)
                 self._logs[tp] = (log_dir, log)
                 self.cleaner.reopened(tp)
                 loaded.append(tp)
@@ -334,6 +338,7 @@ class LogManager:
         log = PartitionLog.open(log_dir / partition_dir_name(topic, partition), config, now_ms, topic_id=topic_id)
         log.attach_writer(self._writer)
         log.attach_scheduler(self._scheduler)
+        log.attach_failure_channel(self.failures.report)
         fsync_dir(log_dir)
         self._logs[tp] = (log_dir, log)
         return log
@@ -406,7 +411,7 @@ class LogManager:
         for path, offsets in contents:
             queued = run_soon(self._scheduler, partial(OffsetCheckpointFile(path).write, offsets))
             if queued is not None:
-                queued.add_done_callback(partial(_log_checkpoint_failure, path))
+                queued.add_done_callback(partial(_log_checkpoint_failure, self.failures, path))
 
     def begin_cleaning(self, now_ms: int) -> CleaningJob | None:
         """Plan a cleaning pass over the filthiest compacted log, or None (see :class:`CleanerManager`).
@@ -485,6 +490,7 @@ class LogManager:
             raise LogError("the log manager is closed")
 
 
-def _log_checkpoint_failure(path: Path, future: Future[None]) -> None:
+def _log_checkpoint_failure(failures: LogDirFailures, path: Path, future: Future[None]) -> None:
     if (error := future.exception()) is not None:
         logger.error("writing %s failed: %s", path, error)
+        failures.report(path, error)

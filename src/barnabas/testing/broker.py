@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .network import NetNode
 from .process import POLL_S, ManagedServer, ServerProcess, ServerStartError, admin_port_of, port_file_written
 
 __all__ = ["Broker"]
@@ -34,6 +35,7 @@ class Broker(ManagedServer):
             the data dir's name.
         new_session: run it in a session of its own, so that a terminal's Ctrl-C does not reach it
             and it outlives this process (a detached cluster).
+        node: run it inside this node of a private network (partition tests), bound to the node's address.
     """
 
     def __init__(
@@ -50,13 +52,15 @@ class Broker(ManagedServer):
         start_timeout_s: float = 60.0,
         name: str | None = None,
         new_session: bool = False,
+        node: NetNode | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
+        self.node = node
         self.broker_id = broker_id
         self.coordination_url = coordination_url
         self.properties = dict(properties or {})
         self.extra_args = list(extra_args)
-        self.host = host
+        self.host = node.address if node is not None else host
         self.port = port
         # Beside the data dir, named after it unless ``name`` says otherwise: brokers never share a file.
         files = self.data_dir.with_name(name or self.data_dir.name)
@@ -79,8 +83,9 @@ class Broker(ManagedServer):
         return f"{self.host}:{self.port}"
 
     def command(self) -> list[str]:
+        prefix = self.node.exec_prefix if self.node is not None else []
         command = [
-            sys.executable, "-m", "barnabas", "broker", "--id", str(self.broker_id),
+            *prefix, sys.executable, "-m", "barnabas", "broker", "--id", str(self.broker_id),
             "--listen", f"{self.host}:{self.port}", "--data-dir", str(self.data_dir),
             "--port-file", str(self.port_file), "--admin-port-file", str(self.admin_port_file),
         ]  # fmt: skip

@@ -28,13 +28,14 @@ class CoordinationUrls:
 
 
 class ServerUrls(CoordinationUrls):
-    """One server's URLs: its client port on 127.0.0.1."""
+    """One server's URLs: its client port on 127.0.0.1 (or the address it was given on a private network)."""
 
     client_port: int
+    host: str = "127.0.0.1"
 
     @property
     def endpoint(self) -> str:
-        return f"127.0.0.1:{self.client_port}"
+        return f"{self.host}:{self.client_port}"
 
     @property
     def hosts(self) -> str:

@@ -2,7 +2,8 @@
 
 Rules this module keeps:
 
-- Servers bind 127.0.0.1 only, on free ports picked here, with data and logs under the directory
+- Servers bind 127.0.0.1 only (or, given a node of a private network, that node's address inside
+  its namespace), on free ports picked here, with data and logs under the directory
   given (one per server and run: etcd preallocates ~123 MB of WAL, so never one per test).
 - Readiness is ``GET /health`` answering ``{"health": "true"}`` (the member has a leader).
 - ``--heartbeat-interval 10 --election-timeout 100`` (one node) and 25/250 (three nodes, sturdier
@@ -18,6 +19,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from ..network import NetNode
 from ..process import ManagedServer, ServerGroup, ServerProcess, free_ports
 from ._urls import QuorumUrls, ServerUrls
 
@@ -43,8 +45,12 @@ class EtcdServer(ServerUrls, ManagedServer):
         initial_cluster: str | None = None,
         heartbeat_ms: int = 10,
         election_ms: int = 100,
+        node: NetNode | None = None,
     ) -> None:
         self.name = name
+        #: Where it runs: 127.0.0.1 here, or inside a private network's node (partition tests).
+        self.node = node
+        self.host = node.address if node is not None else "127.0.0.1"
         self.dir = base_dir / name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.data_dir = self.dir / "data"
@@ -53,7 +59,7 @@ class EtcdServer(ServerUrls, ManagedServer):
             client_port, peer_port = free_ports(2)
         self.client_port = client_port
         self.peer_port = peer_port
-        self.initial_cluster = initial_cluster or f"{name}=http://127.0.0.1:{peer_port}"
+        self.initial_cluster = initial_cluster or f"{name}=http://{self.host}:{peer_port}"
         self.heartbeat_ms = heartbeat_ms
         self.election_ms = election_ms
         self.process = ServerProcess(
@@ -64,10 +70,11 @@ class EtcdServer(ServerUrls, ManagedServer):
     # -- lifecycle -------------------------------------------------------------------------
 
     def command(self) -> list[str]:
-        peer = f"http://127.0.0.1:{self.peer_port}"
-        client = f"http://127.0.0.1:{self.client_port}"
+        peer = f"http://{self.host}:{self.peer_port}"
+        client = f"http://{self.host}:{self.client_port}"
+        prefix = self.node.exec_prefix if self.node is not None else []
         return [
-            ETCD, "--name", self.name, "--data-dir", str(self.data_dir),
+            *prefix, ETCD, "--name", self.name, "--data-dir", str(self.data_dir),
             "--listen-client-urls", client, "--advertise-client-urls", client,
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
             "--initial-cluster", self.initial_cluster, "--initial-cluster-state", "new",

@@ -1,0 +1,183 @@
+"""Network partitions lose nothing acknowledged (Jepsen's partition nemeses, Kafka's network-partition tests).
+
+Three brokers, each in a network namespace of its own on a private bridge; on etcd the
+coordination server runs in a fourth. The test process (the workload's idempotent acks=all
+producer and its consumer, the checks) sits on the bridge and always reaches every broker, as
+Jepsen's clients do: a partitioned leader still gets writes and must not acknowledge what it
+cannot replicate. Topic: 3 partitions, replication factor 3, min.insync.replicas=2. Each
+partition below is made, held until it has had its effect (a new leader elected, an ISR shrunk,
+records acknowledged through it), healed, and the cluster must heal (every partition led, every
+ISR full) and the producer go on before the next. At the end a fresh consumer must read every
+acknowledged value exactly once, in per-partition produce order.
+
+- leader isolated: the leader of partition 0 cut from the other brokers and the coordination
+  service (on SQLite, whose store is a file, from the other brokers only).
+- leader cut from coordination: it still reaches the other brokers (etcd only).
+- split 2/1: the leader alone on one side, both followers on the other; all reach coordination.
+- bridge: the leader and one follower cut apart, the other follower reaching both.
+- lossy network: every broker drops 20% of its packets, in and out.
+
+``BARNABAS_TEST_PARTITIONS`` picks partitions by name (comma-separated); ``make fault`` repeats
+them ``BARNABAS_TEST_REPLICATION_CYCLES`` times.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from barnabas.testing.network import HOST, NetNode, NetworkUnavailableError, PrivateNetwork
+from barnabas.testing.servers.etcd import EtcdServer
+from tests.support.broker_process import BrokerProcess
+from tests.support.cluster import BrokerCluster
+from tests.support.workload import Workload
+
+TOPIC = "partitioned"
+COORDINATION = "coordination"
+CYCLES = int(os.environ.get("BARNABAS_TEST_REPLICATION_CYCLES", "1"))
+
+
+class NetworkedCluster(BrokerCluster):
+    """The tests' cluster with each broker in its own node of ``network`` (node names broker-0, broker-1, ...)."""
+
+    def __init__(self, network: PrivateNetwork, base: Path, coordination_url: str) -> None:
+        self.network = network
+        self.nodes = [network.add(f"broker-{i}") for i in range(3)]
+        super().__init__(base, 3, coordination_url, {"min.insync.replicas": "2"})
+
+    def make_broker(self, data_dir: Path, broker_id: int, properties: Mapping[str, str]) -> BrokerProcess:
+        extra = ["--coordination", self.coordination_url]
+        return BrokerProcess(data_dir, broker_id, extra, dict(properties), node=self.nodes[broker_id])
+
+
+def node_of(broker_id: int) -> str:
+    return f"broker-{broker_id}"
+
+
+def isr_of(md: object, partition: int) -> list[int]:
+    return sorted(md.topics[TOPIC].partitions[partition].isrs)  # type: ignore[attr-defined]
+
+
+def leader_isolated(cluster: NetworkedCluster, leader: int, workload: Workload) -> None:
+    others = [b for b in cluster.brokers if b.broker_id != leader]
+    cluster.network.isolate(node_of(leader), keep=[HOST])
+    if COORDINATION in cluster.network.nodes:
+        # Its session expires; the others elect a new leader from the ISR, which the old one cannot shrink.
+        cluster.wait_for(
+            lambda md: md.topics[TOPIC].partitions[0].leader not in (-1, leader), "a new leader", ask=others
+        )
+    else:
+        # The embedded store is a file every broker still reaches: the leader keeps its session and drops the
+        # followers it no longer hears from out of the ISR, writes to it stopping at min.insync.replicas.
+        cluster.wait_for(
+            lambda md: isr_of(md, 0) == [leader], "the ISR shrunk to the leader", ask=[cluster.brokers[leader]]
+        )
+
+
+def leader_cut_from_coordination(cluster: NetworkedCluster, leader: int, workload: Workload) -> None:
+    others = [b for b in cluster.brokers if b.broker_id != leader]
+    cluster.network.cut(node_of(leader), COORDINATION)
+    cluster.wait_for(lambda md: md.topics[TOPIC].partitions[0].leader not in (-1, leader), "a new leader", ask=others)
+    before = workload.acked_count()
+    workload.wait_acked(before + 50)  # the new leader takes writes while the old one still runs
+
+
+def split_two_one(cluster: NetworkedCluster, leader: int, workload: Workload) -> None:
+    followers = [node_of(b.broker_id) for b in cluster.brokers if b.broker_id != leader]
+    cluster.network.partition([node_of(leader)], followers)
+    cluster.wait_for(
+        lambda md: isr_of(md, 0) == [leader], "the ISR shrunk to the leader", ask=[cluster.brokers[leader]]
+    )
+
+
+def bridge(cluster: NetworkedCluster, leader: int, workload: Workload) -> None:
+    follower, _bridge = (b.broker_id for b in cluster.brokers if b.broker_id != leader)
+    cluster.network.cut(node_of(leader), node_of(follower))
+    ask = [cluster.brokers[leader]]
+    cluster.wait_for(lambda md: follower not in isr_of(md, 0), f"broker {follower} out of the ISR", ask=ask)
+    before = workload.acked_count()
+    workload.wait_acked(before + 50)  # the leader and the bridge still make min.insync.replicas
+
+
+def lossy_network(cluster: NetworkedCluster, leader: int, workload: Workload) -> None:
+    for broker in cluster.brokers:
+        cluster.network.lossy(node_of(broker.broker_id), 0.2)
+    before = workload.acked_count()
+    workload.wait_acked(before + 100, timeout_s=120)
+
+
+PARTITIONS: dict[str, Callable[[NetworkedCluster, int, Workload], None]] = {
+    "leader isolated": leader_isolated,
+    "leader cut from coordination": leader_cut_from_coordination,
+    "split 2/1": split_two_one,
+    "bridge": bridge,
+    "lossy network": lossy_network,
+}
+CHOSEN = [p.strip() for p in (os.environ.get("BARNABAS_TEST_PARTITIONS") or ",".join(PARTITIONS)).split(",")]
+#: What needs a coordination server on the network (the embedded store is a file: no network to cut).
+NEEDS_SERVER = {"leader cut from coordination"}
+pytestmark = pytest.mark.timeout(240 + 90 * CYCLES * len(CHOSEN))
+
+
+@pytest.fixture
+def network() -> Iterator[PrivateNetwork]:
+    try:
+        made = PrivateNetwork()
+    except NetworkUnavailableError as exc:
+        pytest.skip(f"no private network on this machine: {exc}")
+    with made:
+        yield made
+
+
+def coordination_on(backend: str, network: PrivateNetwork, base: Path) -> tuple[str, EtcdServer | None]:
+    if backend == "sqlite":
+        return f"sqlite:///{base / 'coordination.db'}", None
+    node: NetNode = network.add(COORDINATION)
+    server = EtcdServer(base / "etcd", node=node).start()
+    return str(server.url_for()), server
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "etcd"])
+def test_no_acknowledged_message_is_lost_through_network_partitions(
+    tmp_path: Path, network: PrivateNetwork, backend: str
+) -> None:
+    url, server = coordination_on(backend, network, tmp_path)
+    cluster = NetworkedCluster(network, tmp_path, url)
+    workload: Workload | None = None
+    done: list[str] = []
+    try:
+        cluster.start()
+        cluster.create_topic(TOPIC, 3, 3)
+        workload = Workload(cluster.bootstrap, TOPIC, 3).start()
+        workload.wait_acked(200)
+        for _ in range(CYCLES):
+            for name in CHOSEN:
+                if name in NEEDS_SERVER and server is None:
+                    continue
+                leader = cluster.leader_of(TOPIC, 0)
+                PARTITIONS[name](cluster, leader, workload)
+                network.heal()
+                cluster.wait_for(lambda md: cluster.fully_replicated(md, TOPIC), f"healed after {name}")
+                before = workload.acked_count()
+                workload.wait_acked(before + 100)
+                done.append(f"{name} (leader {leader})")
+        result = workload.finish()
+        read_back = workload.read_back(cluster.bootstrap)
+    except BaseException:
+        for broker in cluster.brokers:
+            print(f"--- broker {broker.broker_id}, last lines ---\n{broker.tail(60)}")
+        raise
+    finally:
+        if workload is not None:
+            workload.finish(timeout_s=1)
+        cluster.stop()
+        if server is not None:
+            server.stop()
+    print(f"{result.acked_count} acked, {len(result.failed)} failed deliveries; {len(done)} partitions: {done}")
+    assert workload.fatal is None, workload.fatal
+    result.consumed = read_back
+    assert not result.problems(), result.problems()
+    assert result.acked_count > 200 + 100 * len(done)
