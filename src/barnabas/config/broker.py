@@ -52,6 +52,7 @@ from .listeners import (
     resolve_listeners,
     ssl_settings,
 )
+from .oauthbearer import OAUTHBEARER_CONFIG_LIST
 
 __all__ = ["BROKER_CONFIGS", "BrokerConfig", "Listener", "load_broker_config", "parse_listener"]
 
@@ -182,6 +183,7 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
     *ADMIN_CONFIG_LIST,
     *SSL_CONFIG_LIST,
     *SASL_CONFIG_LIST,
+    *OAUTHBEARER_CONFIG_LIST,
 )  # fmt: skip
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {definition.name: definition for definition in BROKER_CONFIG_LIST}

@@ -9,12 +9,14 @@ Rules this module keeps (Kafka's KafkaConfig listener checks and ListenerName):
 - A protocol barnabas cannot serve stops the broker with a one-line reason; nothing is ever served
   with less protection than configured.
 - A SASL_PLAINTEXT or SASL_SSL listener offers ``sasl.enabled.mechanisms``, or its own
-  ``listener.name.<name>.sasl.enabled.mechanisms``: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512. Kafka's
-  default, GSSAPI (Kerberos), and OAUTHBEARER are refused with a one-line reason, so a SASL listener
-  needs the setting. A mechanism's JAAS entry is ``listener.name.<name>.<mechanism>.sasl.jaas.config``
+  ``listener.name.<name>.sasl.enabled.mechanisms``: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and
+  OAUTHBEARER. Kafka's default, GSSAPI (Kerberos), is refused with a one-line reason, so a SASL
+  listener needs the setting. A mechanism's JAAS entry is ``listener.name.<name>.<mechanism>.sasl.jaas.config``
   (the mechanism lower-cased); it is read and checked with the listener's security
-  (``barnabas.security``). With a SASL inter-broker listener, ``sasl.mechanism.inter.broker.protocol``
-  (Kafka's default GSSAPI refused too) must be one of that listener's mechanisms.
+  (``barnabas.security``), as are OAUTHBEARER's ``sasl.oauthbearer.*`` settings (``oauthbearer.py``).
+  With a SASL inter-broker listener, ``sasl.mechanism.inter.broker.protocol`` (Kafka's default GSSAPI
+  refused too) must be one of that listener's mechanisms, and not OAUTHBEARER: this broker has no
+  token to log in with.
 - ``advertised.listeners`` names a subset of ``listeners``, each once, never at port 0. A listener it
   does not name is advertised as it is bound (its host, else this machine's name; its bound port).
 - The inter-broker listener (what followers and other broker-to-broker clients connect on) is
@@ -41,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .definitions import ConfigDef, ConfigError, ConfigType, at_least, one_of
+from .oauthbearer import MECHANISM_PREFIX, OAUTHBEARER_LISTENER_CONFIGS
 
 __all__ = [
     "LISTENER_CONFIGS",
@@ -96,18 +99,19 @@ SSL_CONFIG_LIST: tuple[ConfigDef, ...] = (
 SSL_CONFIGS: dict[str, ConfigDef] = {definition.name: definition for definition in SSL_CONFIG_LIST}
 
 #: The SASL mechanisms barnabas serves, and those Kafka has that it refuses (with why).
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 REFUSED_MECHANISMS = {
     "GSSAPI": "GSSAPI (Kerberos, Kafka's default) is not supported",
-    "OAUTHBEARER": "OAUTHBEARER is not supported yet",
 }
+#: What a broker cannot log in to another with (it would need a token from an identity provider).
+NO_INTER_BROKER_LOGIN = {"OAUTHBEARER": "OAUTHBEARER cannot be the inter-broker mechanism (use PLAIN or SCRAM)"}
 _MECHANISM_HINT = f"use {', '.join(SASL_MECHANISMS)}"
 
 #: Kafka's SASL broker settings that barnabas applies, with Kafka's defaults.
 SASL_CONFIG_LIST: tuple[ConfigDef, ...] = (
     ConfigDef("sasl.enabled.mechanisms", _LIST, ["GSSAPI"],
-              "Mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default GSSAPI is "
-              "refused, so a SASL listener needs this)."),
+              "Mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (Kafka's default "
+              "GSSAPI is refused, so a SASL listener needs this)."),
     ConfigDef("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI",
               "The mechanism this broker authenticates with on a SASL inter-broker listener."),
     ConfigDef("connections.max.reauth.ms", _L, 0,
@@ -133,6 +137,7 @@ LISTENER_CONFIGS: dict[str, ConfigDef] = {
     **SSL_CONFIGS,
     "sasl.enabled.mechanisms": SASL_CONFIG_LIST[0],
     **JAAS_CONFIGS,
+    **OAUTHBEARER_LISTENER_CONFIGS,
 }
 
 
@@ -218,8 +223,8 @@ def parse_listener(uri: str, key: str) -> Listener:
 def listener_override(key: str) -> tuple[str, str] | None:
     """``(listener name, setting)`` of a ``listener.name.<name>.<setting>`` key, None for any other key.
 
-    The setting is one of :data:`LISTENER_CONFIGS`: an ssl.* one, sasl.enabled.mechanisms or a
-    mechanism's sasl.jaas.config.
+    The setting is one of :data:`LISTENER_CONFIGS`: an ssl.* one, sasl.enabled.mechanisms, a
+    mechanism's sasl.jaas.config or an OAUTHBEARER setting (``oauthbearer.py``).
 
     Raises:
         ConfigError: the key has the prefix but names no setting barnabas takes per listener.
@@ -232,8 +237,8 @@ def listener_override(key: str) -> tuple[str, str] | None:
         raise ConfigError(f"{key}: {REFUSED_MECHANISMS[mechanism]}; {_MECHANISM_HINT}")
     if not name or base not in LISTENER_CONFIGS:
         raise ConfigError(
-            f"unknown setting {key!r}: listener.name.<listener>. takes the ssl.* settings, sasl.enabled.mechanisms "
-            "and <mechanism>.sasl.jaas.config"
+            f"unknown setting {key!r}: listener.name.<listener>. takes the ssl.* settings, sasl.enabled.mechanisms, "
+            "<mechanism>.sasl.jaas.config and the [oauthbearer.]sasl.oauthbearer.* settings"
         )
     return name.upper(), base
 
@@ -248,14 +253,15 @@ def listener_value(settings: Settings, listener: str, key: str, overrides: Calla
     own = overrides(override_key(listener, key))
     if own is not None:
         return own
-    return None if key in JAAS_CONFIGS else settings[key]
+    per_listener = key in JAAS_CONFIGS or key.startswith(MECHANISM_PREFIX)
+    return None if per_listener else settings[key]
 
 
 def sasl_mechanisms(settings: Settings, listener: str, overrides: Callable[[str], Any | None]) -> tuple[str, ...]:
     """The SASL mechanisms ``listener`` offers, checked.
 
     Raises:
-        ConfigError: none, GSSAPI or OAUTHBEARER (one line, with what to use), or an unknown one.
+        ConfigError: none, GSSAPI (one line, with what to use), or an unknown one.
     """
     own = overrides(override_key(listener, "sasl.enabled.mechanisms"))
     key = override_key(listener, "sasl.enabled.mechanisms") if own is not None else "sasl.enabled.mechanisms"
@@ -354,6 +360,8 @@ def _check_inter_broker_sasl(settings: Settings, listener: ListenerConfig) -> No
     mechanism = str(settings[key]).upper()
     if mechanism in REFUSED_MECHANISMS:
         raise ConfigError(f"{key}: {REFUSED_MECHANISMS[mechanism]}; {_MECHANISM_HINT}")
+    if mechanism in NO_INTER_BROKER_LOGIN:
+        raise ConfigError(f"{key}: {NO_INTER_BROKER_LOGIN[mechanism]}")
     if mechanism not in listener.sasl_mechanisms:
         raise ConfigError(
             f"{key}: {mechanism} is not enabled on the inter-broker listener {listener.name} "

@@ -1,4 +1,4 @@
-"""Listener security: TLS contexts from Kafka's ssl.* settings, SASL (PLAIN, SCRAM), who a connection's principal is."""
+"""Listener security: TLS contexts from Kafka's ssl.* settings, SASL (PLAIN, SCRAM, OAUTHBEARER), principals."""
 
 from .listeners import PLAINTEXT_CLIENT, ClientSecurity, ListenerSecurity, client_security, listener_security
 from .principal import ANONYMOUS, KafkaPrincipal, NoMatchingRuleError, SslPrincipalMapper, distinguished_name

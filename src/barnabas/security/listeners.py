@@ -13,8 +13,10 @@ Rules this module keeps:
   connection fails with (Kafka fails its authentication). On a SASL listener the SASL exchange
   names it instead (``sasl.py``).
 - A SASL listener's JAAS entries are read now: each is one login module, Kafka's for its mechanism
-  (PlainLoginModule, ScramLoginModule). PLAIN needs one, with its ``user_<name>`` options; SCRAM's
-  users are in coordination, so its entry is needed only where this broker logs in as a client.
+  (PlainLoginModule, ScramLoginModule, OAuthBearerLoginModule). PLAIN needs one, with its
+  ``user_<name>`` options; SCRAM's users are in coordination, so its entry is needed only where this
+  broker logs in as a client. OAUTHBEARER needs one, and its validator and key set are built now
+  (``oauthbearer_listener.py``).
 - On a SASL inter-broker listener this broker logs in with ``sasl.mechanism.inter.broker.protocol``
   as the ``username`` and ``password`` of that mechanism's JAAS entry on that listener.
 """
@@ -30,12 +32,15 @@ from barnabas.config import BrokerConfig, ConfigError
 from barnabas.config.listeners import SecurityProtocol
 
 from .jaas import LoginModule, parse_jaas_config
+from .oauthbearer import OAUTHBEARER, TokenValidator
+from .oauthbearer_listener import OAUTHBEARER_LOGIN_MODULE, oauthbearer_validator
 from .plain import PLAIN, PLAIN_LOGIN_MODULE, plain_users
 from .principal import ANONYMOUS, KafkaPrincipal, SslPrincipalMapper, distinguished_name
 from .sasl import SaslListener, sasl_client_factory
 from .tls import client_context, server_context
 
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+_LOGIN_MODULES = {PLAIN: PLAIN_LOGIN_MODULE, OAUTHBEARER: OAUTHBEARER_LOGIN_MODULE}
 
 __all__ = ["PLAINTEXT_CLIENT", "ClientSecurity", "ListenerSecurity", "client_security", "listener_security"]
 
@@ -117,7 +122,7 @@ def _jaas_entry(config: BrokerConfig, listener: str, mechanism: str) -> LoginMod
         raise ConfigError(f"{where}: {str(exc).removeprefix('sasl.jaas.config: ')}") from None
     if len(modules) != 1:
         raise ConfigError(f"{where}: {len(modules)} login modules, a SASL listener takes one")
-    expected = PLAIN_LOGIN_MODULE if mechanism == PLAIN else SCRAM_LOGIN_MODULE
+    expected = _LOGIN_MODULES.get(mechanism, SCRAM_LOGIN_MODULE)
     if modules[0].name != expected:
         raise ConfigError(f"{where}: the login module for {mechanism} must be {expected}")
     return modules[0]
@@ -125,8 +130,11 @@ def _jaas_entry(config: BrokerConfig, listener: str, mechanism: str) -> LoginMod
 
 def _sasl_listener(config: BrokerConfig, listener: str, mechanisms: tuple[str, ...]) -> SaslListener:
     users: dict[str, str] = {}
+    validator: TokenValidator | None = None
     for mechanism in mechanisms:
         entry = _jaas_entry(config, listener, mechanism)
+        if mechanism == OAUTHBEARER:
+            validator = oauthbearer_validator(config, listener, entry)
         if mechanism == PLAIN:
             if entry is None:
                 raise ConfigError(
@@ -141,6 +149,7 @@ def _sasl_listener(config: BrokerConfig, listener: str, mechanisms: tuple[str, .
         reauth_ms=int(config["connections.max.reauth.ms"]),
         failure_delay_ms=int(config["connection.failed.authentication.delay.ms"]),
         max_receive_size=int(config["sasl.server.max.receive.size"]),
+        oauthbearer=validator,
     )
 
 

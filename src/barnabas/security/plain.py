@@ -45,6 +45,8 @@ class PlainServer:
     """The server side of one PLAIN exchange: one message in, an empty answer out."""
 
     mechanism = PLAIN
+    #: A password does not expire: the session is bounded by connections.max.reauth.ms alone.
+    expires_ms: int | None = None
 
     def __init__(self, users: Mapping[str, str]) -> None:
         self._users = users

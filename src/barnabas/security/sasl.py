@@ -13,8 +13,9 @@ Rules this module keeps (Kafka's SaslServerAuthenticator, KIP-43, KIP-152 and KI
   message that never says whether the user exists, after ``connection.failed.authentication.delay.ms``
   (KIP-306; the caller waits), and closed.
 - Once authenticated the principal is ``User:<name>``. With ``connections.max.reauth.ms`` above 0
-  the session lasts that long (told to the client in SaslAuthenticate v1+); after it any request
-  but SaslHandshake closes the connection, and a SaslHandshake starts re-authentication (KIP-368),
+  the session lasts that long (told to the client in SaslAuthenticate v1+), and never longer than
+  the credential (an OAUTHBEARER token's exp, as Kafka's SaslServerAuthenticator bounds it); after
+  it any request but SaslHandshake closes the connection, and a SaslHandshake starts re-authentication (KIP-368),
   which must use the same mechanism and end with the same principal. Until the session ends the
   connection serves as before.
 - Before authentication a frame may be at most ``sasl.server.max.receive.size`` bytes.
@@ -30,6 +31,7 @@ from typing import Protocol
 from barnabas.client import SaslClientMechanism
 from barnabas.protocol import ErrorCode
 
+from .oauthbearer import OAUTHBEARER, OAuthBearerServer, TokenValidator
 from .plain import PLAIN, PlainClient, PlainServer
 from .principal import KafkaPrincipal
 from .sasl_errors import SaslAuthenticationError
@@ -47,10 +49,11 @@ __all__ = [
     "SaslListener",
     "SaslState",
     "sasl_client_factory",
+    "session_lifetime_ms",
 ]
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
-SUPPORTED_MECHANISMS = (PLAIN, *MECHANISMS)
+SUPPORTED_MECHANISMS = (PLAIN, *MECHANISMS, OAUTHBEARER)
 
 
 class SaslState(enum.Enum):
@@ -101,6 +104,8 @@ class SaslListener:
     reauth_ms: int = 0
     failure_delay_ms: int = 100
     max_receive_size: int = 524288
+    #: How OAUTHBEARER tokens are checked (None unless the listener offers OAUTHBEARER).
+    oauthbearer: TokenValidator | None = None
 
 
 class CredentialSource(Protocol):
@@ -117,6 +122,8 @@ class CredentialSource(Protocol):
 class _Server(Protocol):
     mechanism: str
     username: str
+    #: When the credential expires (ms since the epoch); None when it does not.
+    expires_ms: int | None
 
     @property
     def complete(self) -> bool: ...
@@ -205,6 +212,9 @@ class SaslAuthenticator:
     def _new_server(self, mechanism: str) -> _Server:
         if mechanism == PLAIN:
             return PlainServer(self.listener.plain_users)
+        if mechanism == OAUTHBEARER:
+            assert self.listener.oauthbearer is not None, "a listener offering OAUTHBEARER has its validator"
+            return OAuthBearerServer(self.listener.oauthbearer)
         source = self._credentials
         return ScramServer(MECHANISMS[mechanism], source.scram_credential, source.mock_secret)
 
@@ -234,10 +244,10 @@ class SaslAuthenticator:
         self.principal = principal
         self._server = None
         self._move(Event.SUCCESS)
-        lifetime = self.listener.reauth_ms
-        self._session_expires_ms = now_ms + lifetime if lifetime > 0 else None
+        lifetime = session_lifetime_ms(self.listener.reauth_ms, server.expires_ms, now_ms)
+        self._session_expires_ms = now_ms + lifetime if lifetime is not None else None
         return AuthenticateOutcome(
-            ErrorCode.none, answer, session_lifetime_ms=lifetime, finished=True, reauthentication=reauth
+            ErrorCode.none, answer, session_lifetime_ms=lifetime or 0, finished=True, reauthentication=reauth
         )
 
     def _failed(self, server: _Server, reason: str, message: str | None, reauth: bool) -> AuthenticateOutcome:
@@ -251,6 +261,17 @@ class SaslAuthenticator:
         )  # fmt: skip
 
 
+def session_lifetime_ms(reauth_ms: int, credential_expires_ms: int | None, now_ms: int) -> int | None:
+    """How long a session lasts: ``connections.max.reauth.ms`` bounded by the credential's expiry; None: forever.
+
+    Kafka's SaslServerAuthenticator.handleSaslToken: the smaller of the two that are set, never negative.
+    """
+    bounds = [reauth_ms] if reauth_ms > 0 else []
+    if credential_expires_ms is not None:
+        bounds.append(max(0, credential_expires_ms - now_ms))
+    return min(bounds) if bounds else None
+
+
 def sasl_client_factory(mechanism: str, username: str, password: str) -> Callable[[], SaslClientMechanism]:
     """Makes the client side of ``mechanism`` afresh for each connection (a SCRAM exchange has state).
 
@@ -261,5 +282,5 @@ def sasl_client_factory(mechanism: str, username: str, password: str) -> Callabl
         return lambda: PlainClient(username, password)
     scram = MECHANISMS.get(mechanism)
     if scram is None:
-        raise ValueError(f"SASL mechanism {mechanism} is not supported (use {', '.join(SUPPORTED_MECHANISMS)})")
+        raise ValueError(f"SASL mechanism {mechanism} is not supported here (use {PLAIN}, {', '.join(MECHANISMS)})")
     return lambda: ScramClient(scram, username, password)

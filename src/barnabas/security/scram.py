@@ -206,6 +206,8 @@ class ScramServer:
         self._step = _ServerStep.CLIENT_FIRST
         #: The authenticated user, once complete (and, for the log, the claimed one before).
         self.username = ""
+        #: A SCRAM credential does not expire: the session is bounded by connections.max.reauth.ms alone.
+        self.expires_ms: int | None = None
         self._known_user = False
         self._credential: ScramCredential | None = None
         self._client_first_bare = ""
