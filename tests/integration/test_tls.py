@@ -149,7 +149,7 @@ def test_a_sasl_listener_with_kafkas_default_mechanism_stops_the_broker_with_one
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
         "barnabas broker: sasl.enabled.mechanisms: GSSAPI (Kerberos, Kafka's default) is not supported; use PLAIN, "
-        "SCRAM-SHA-256, SCRAM-SHA-512"
+        "SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER"
     ]
 
 

@@ -37,6 +37,15 @@ Rules this module keeps (Kafka's SocketServer/RequestChannel semantics):
 - Every request answered is counted per API and version with its total time, from its frame being
   taken up to its answer being ready (``BrokerMetrics.requests``, plain integers: the admin
   endpoint's /metrics reads them at scrape time).
+- A new connection over ``max.connections`` (its listener's or the broker's) or
+  ``max.connections.per.ip`` is closed at once with one INFO line (``connection_limits``).
+- A connection with no request in progress and no byte in or out for ``connections.max.idle.ms``
+  is closed (Kafka's Selector idle expiry); a negative value never closes one.
+- While ``queued.max.requests`` whole requests wait unread-ahead over all connections, a connection
+  with requests of its own waiting reads no more until it has taken them up.
+- With a client quota configured, each request's share is measured (``client_quotas``); a
+  throttled answer carries ``throttle_time_ms`` and the connection takes up no further request
+  for that long (Kafka's channel muting, KIP-219).
 """
 
 from __future__ import annotations
@@ -46,7 +55,7 @@ import enum
 import inspect
 import logging
 from collections import deque
-from time import perf_counter
+from time import monotonic, perf_counter
 from typing import Any, cast
 
 from barnabas.log import FileSlice, LogError
@@ -61,6 +70,7 @@ from barnabas.protocol import (
 )
 from barnabas.security import ANONYMOUS, ListenerSecurity, NoMatchingRuleError, SaslAuthenticator, SaslState
 
+from .connection_limits import client_address
 from .file_sender import send_with_files, write_with_files
 from .registry import API_VERSIONS_KEY, CLOSE_CONNECTION, ApiRegistry
 from .request_context import CLIENT_HOST, LISTENER_NAME, PRINCIPAL, SASL
@@ -113,6 +123,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._answer_taken = asyncio.Event()
         #: The response being sent with sendfile; nothing else is written meanwhile.
         self._sending: asyncio.Task[None] | None = None
+        #: (listener, client address) this connection is counted under in ``connection_limits``.
+        self._counted: tuple[str, str] | None = None
+        idle_ms = int(state.node.config["connections.max.idle.ms"])
+        self._idle_s = idle_ms / 1000 if idle_ms >= 0 else None
+        self._last_active = monotonic()
+        self._idle_timer: asyncio.TimerHandle | None = None
+        #: Whether a request is being handled (an idle check leaves the connection alone meanwhile).
+        self._handling = False
+        #: This connection's whole requests counted in the broker's ``queued_requests``.
+        self._queued = 0
+        #: Until when (monotonic) a throttled client's further requests wait.
+        self._muted_until = 0.0
 
     # -- asyncio.Protocol callbacks -------------------------------------------------------
 
@@ -124,6 +146,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._client_host = f"/{peer[0]}" if peer else ""
         ssl_object = self._transport.get_extra_info("ssl_object")
         self._tls = ssl_object is not None
+        if not self._admit(peer[0] if peer else ""):
+            return
         if self._listener is not None:
             try:
                 self._principal = self._listener.principal(ssl_object)
@@ -137,18 +161,58 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._sasl = SaslAuthenticator(self._listener.sasl, self._state.node.credentials)
                 self._frames.max_frame_size = self._listener.sasl.max_receive_size
         self._state.node.connections.add(self)
-        self._task = asyncio.get_running_loop().create_task(self._serve(), name=f"conn {self._peer}")
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._serve(), name=f"conn {self._peer}")
+        if self._idle_s is not None:
+            self._idle_timer = loop.call_later(self._idle_s, self._check_idle)
+
+    def _admit(self, host: str) -> bool:
+        """Count this connection against the connection limits, or close it at once if over one."""
+        listener = self._listener.name if self._listener is not None else ""
+        address = client_address(host)
+        refusal = self._state.node.connection_limits.admit(listener, address)
+        if refusal is not None:
+            log.info("Rejected connection from %s on listener %s: %s", address, listener or "-", refusal)
+            self._phase = Phase.CLOSING
+            assert self._transport is not None
+            self._transport.abort()
+            return False
+        self._counted = (listener, address)
+        return True
+
+    def _check_idle(self) -> None:
+        """Close the connection once it has been idle for connections.max.idle.ms, else look again then."""
+        if self._phase is not Phase.OPEN or self._idle_s is None:
+            return
+        now = monotonic()
+        if self._handling or self._answers or self._sending is not None or self._muted_until:
+            self._last_active = now
+        idle_for = now - self._last_active
+        if idle_for >= self._idle_s:
+            self.close(f"idle for {idle_for * 1000:.0f} ms (connections.max.idle.ms)", logging.DEBUG)
+            return
+        self._idle_timer = asyncio.get_running_loop().call_later(self._idle_s - idle_for, self._check_idle)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._frames.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        self._frames.buffer_updated(nbytes)
-        if not self._frames.filling_large_frame:  # no use waking the reader for part of a frame
+        frames = self._frames
+        frames.buffer_updated(nbytes)
+        self._last_active = monotonic()
+        if not frames.filling_large_frame:  # no use waking the reader for part of a frame
             self._wakeup.set()
+        queued = self._state.node.queued_requests
+        if frames.frames_waiting != self._queued:
+            queued.count += frames.frames_waiting - self._queued
+            self._queued = frames.frames_waiting
         # The frame being filled does not count: nothing wakes the serving task (which resumes
         # reading) until it is whole, so it is always read whole, up to socket.request.max.bytes.
-        if self._frames.waiting > PAUSE_READING_AT and not self._reading_paused and self._transport:
+        if (frames.waiting > PAUSE_READING_AT or (self._queued and queued.full)) and not self._reading_paused:
+            self._pause_reading()
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self._transport is not None:
             self._reading_paused = True
             self._transport.pause_reading()
 
@@ -160,7 +224,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._phase = Phase.CLOSED
-        self._state.node.connections.discard(self)
+        node = self._state.node
+        node.connections.discard(self)
+        if self._counted is not None:
+            node.connection_limits.release(*self._counted)
+            self._counted = None
+        node.queued_requests.count -= self._queued
+        self._queued = 0
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
         self._wakeup.set()
         self._can_write.set()
         if self._task is not None and not self._task.done():
@@ -192,6 +264,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         SASL.set(self._sasl)
         try:
             while self._phase is Phase.OPEN:
+                if self._muted_until:
+                    await self._sit_out_throttle()
                 try:
                     frame = self._frames.next_frame()
                 except RemoteProtocolError as exc:
@@ -208,14 +282,37 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     await self._wakeup.wait()
                     continue
                 assert isinstance(frame, bytes | memoryview)
+                self._took_frame()
                 if not self._can_write.is_set():
                     await self._can_write.wait()
-                await self._handle(frame)
+                self._handling = True
+                try:
+                    await self._handle(frame)
+                finally:
+                    self._handling = False
         except asyncio.CancelledError:
             pass
         except Exception:
             log.exception("unexpected error serving %s", self._peer)
             self.close()
+
+    def _took_frame(self) -> None:
+        """A whole request was taken up: it no longer counts as read ahead."""
+        waiting = self._frames.frames_waiting
+        self._state.node.queued_requests.count += waiting - self._queued
+        self._queued = waiting
+
+    def _throttle(self, throttle_ms: int) -> None:
+        """Take up no further request for ``throttle_ms`` (a quota was violated)."""
+        self._muted_until = max(self._muted_until, monotonic() + throttle_ms / 1000)
+
+    async def _sit_out_throttle(self) -> None:
+        """Read nothing until the throttle time is over (Kafka mutes the channel)."""
+        self._pause_reading()
+        while (left := self._muted_until - monotonic()) > 0:
+            await asyncio.sleep(left)
+        self._muted_until = 0.0
+        self._last_active = monotonic()
 
     def _resume_reading(self) -> None:
         if self._reading_paused and self._transport is not None:
@@ -253,7 +350,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if (self._answers or self._sending is not None) and not spec.pipelined:
             await self._answers_done.wait()
-        result: Any = spec.handler(self._state, request)
+        quotas = self._state.node.quotas
+        meter = quotas.meter(self._principal.name, request) if quotas.active else None
+        result: Any
+        if meter is None:
+            result = spec.handler(self._state, request)
+        else:
+            meter.arrived(len(frame))
+            handler, state, body = spec.handler, self._state, request
+            result = meter.run(lambda: handler(state, body), self._throttle)
+            del body
         del request
         if inspect.isawaitable(result):
             if spec.pipelined:
@@ -337,6 +443,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _write(self, response: bytes | list[Any]) -> None:
         if self._transport is None or self._phase is not Phase.OPEN:
             return
+        self._last_active = monotonic()
         if isinstance(response, list):
             if any(isinstance(chunk, FileSlice) for chunk in response):
                 self._answers_done.clear()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from barnabas.coordination import SessionState
 
@@ -52,7 +52,62 @@ def broker_families(state: BrokerState, session_state: Callable[[], SessionState
             "Open client connections (Kafka's socket-server-metrics connection-count).",
             len(node.connections),
         ),
+        *_connection_limits(state),
+        *_client_quotas(state),
     ]
+
+
+def _connection_limits(state: BrokerState) -> Iterator[Metric]:
+    limits = state.node.connection_limits
+    open_family = GaugeMetricFamily(
+        "barnabas_connections", "Open connections counted against the connection limits, per listener.",
+        labels=("listener",),
+    )  # fmt: skip
+    for listener, count in sorted(limits.by_listener.items()):
+        open_family.add_metric([listener], count)
+    yield open_family
+    refused = CounterMetricFamily(
+        "barnabas_connections_refused",
+        "Connections closed at accept: over max.connections (listener's or broker's) or max.connections.per.ip.",
+        labels=("listener", "limit"),
+    )
+    for (listener, limit), count in sorted(limits.refused.items()):
+        refused.add_metric([listener, limit], count)
+    yield refused
+
+
+#: Quota key -> Kafka's quota metric group and rate name (kafka.server:type=<group>,user=…,client-id=…).
+_QUOTA_METRICS = {
+    "producer_byte_rate": ("produce", "byte_rate"),
+    "consumer_byte_rate": ("fetch", "byte_rate"),
+    "request_percentage": ("request", "request_time"),
+}
+
+
+def _client_quotas(state: BrokerState) -> Iterator[Metric]:
+    quotas = state.node.quotas
+    labels = ("user", "client_id")
+    rates = {
+        key: GaugeMetricFamily(f"kafka_server_{group}_{name}", f"Each quota'd client's rate ({key}).", labels=labels)
+        for key, (group, name) in _QUOTA_METRICS.items()
+    }
+    for (key, user, client_id), value in sorted(quotas.rates().items()):
+        if key in rates:
+            rates[key].add_metric([user, client_id], value)
+    yield from rates.values()
+    throttled = CounterMetricFamily(
+        "barnabas_client_quota_throttled", "Answers throttled for a violated client quota.",
+        labels=("quota", *labels),
+    )  # fmt: skip
+    throttle_ms = CounterMetricFamily(
+        "barnabas_client_quota_throttle_time_ms", "Throttle time given for a violated client quota, in ms.",
+        labels=("quota", *labels),
+    )  # fmt: skip
+    for (key, user, client_id), (count, total_ms) in sorted(quotas.throttled.items()):
+        throttled.add_metric([key, user, client_id], count)
+        throttle_ms.add_metric([key, user, client_id], total_ms)
+    yield throttled
+    yield throttle_ms
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

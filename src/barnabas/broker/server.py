@@ -28,6 +28,7 @@ from barnabas.cluster import (
     BrokerEndpoint,
     BrokerInfo,
     BrokerRegistry,
+    ClientQuotaStore,
     Controller,
     CredentialStore,
     LeaderRebalance,
@@ -35,6 +36,7 @@ from barnabas.cluster import (
     ProducerIdAllocator,
     TopicStore,
 )
+from barnabas.cluster.acls import AclStore
 from barnabas.cluster.claims import PendingClaim, check_claim, record_claim
 from barnabas.config import BrokerConfig, ConfigError, cleaner_config_for, hostname_ordinal, log_config_for
 from barnabas.coordination import (
@@ -47,9 +49,11 @@ from barnabas.coordination import (
 )
 from barnabas.log import LogManager, read_broker_id
 from barnabas.security import ListenerSecurity, client_security, listener_security
+from barnabas.security.authorizer import authorizer_for
 
 from .admin_endpoint import BrokerAdmin
 from .connection import KafkaConnection
+from .connection_limits import limits_from_config
 from .handlers import build_registry
 from .log_cleaner import LogCleanerService
 from .log_dir_halt import halt_on_log_dir_failure
@@ -150,6 +154,13 @@ class Broker:
         await topics.load()
         credentials = CredentialStore(self._storage)
         await credentials.load()
+        client_quotas = ClientQuotaStore(self._storage)
+        await client_quotas.load()
+        connection_limits = limits_from_config(config)
+        authorizer = authorizer_for(config)
+        acls = AclStore(self._storage, authorizer) if authorizer is not None else None
+        if acls is not None:
+            await acls.load()
         registry = build_registry()
         now_ms = int(self.clock() * 1000)
         try:
@@ -187,6 +198,9 @@ class Broker:
             advertised=Endpoint(inter_broker.host, inter_broker.port),
             brokers=brokers,
             credentials=credentials,
+            client_quotas=client_quotas,
+            connection_limits=connection_limits,
+            acls=acls,
             clock=self.clock,
             rack=config["broker.rack"],
             inter_broker=self._inter_broker,
@@ -286,7 +300,15 @@ class Broker:
             controller.poke()
             offsets.topics_changed()
 
-        self._watcher = MetadataWatcher(metastore, state.topics, state.brokers, on_change, state.credentials)
+        self._watcher = MetadataWatcher(
+            metastore,
+            state.topics,
+            state.brokers,
+            on_change,
+            state.credentials,
+            acls=state.acls,
+            client_quotas=state.client_quotas,
+        )
         await self._watcher.refresh_all()
         self._replicas = replicas
         self.state = BrokerState(

@@ -20,17 +20,21 @@ from barnabas.cluster import (
     BrokerEndpoint,
     BrokerInfo,
     BrokerRegistry,
+    ClientQuotaStore,
     CredentialStore,
     PartitionState,
     ProducerIdAllocator,
     Topic,
     TopicStore,
 )
+from barnabas.cluster.acls import AclStore
 from barnabas.config import BrokerConfig, log_config_for
 from barnabas.coordination import Storage
 from barnabas.log import LogConfig, LogManager, PartitionLog
 from barnabas.security import PLAINTEXT_CLIENT, ClientSecurity
 
+from .client_quotas import ClientQuotas
+from .connection_limits import ConnectionLimits, QueuedRequests
 from .metrics import BrokerMetrics
 from .purgatory import FetchWaiters
 
@@ -67,6 +71,11 @@ class NodeState:
     brokers: BrokerRegistry
     #: Every user's SCRAM credentials, kept current by the metadata watcher.
     credentials: CredentialStore
+    #: Every user's and client id's quotas, kept current by the metadata watcher.
+    client_quotas: ClientQuotaStore
+    #: The ACLs and the authorizer deciding on them, kept current by the metadata watcher;
+    #: None when authorization is off (no ``authorizer.class.name``): every request is allowed.
+    acls: AclStore | None = None
     clock: Callable[[], float] = time.time
     rack: str | None = None
     #: Every advertised listener (``advertised`` is the inter-broker one's address); empty without listeners.
@@ -80,6 +89,12 @@ class NodeState:
     #: What the broker counts as it serves (requests, bytes in, ISR changes), for the admin endpoint.
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
     connections: set[Any] = field(default_factory=set)
+    #: Open connections counted against ``max.connections`` and the other connection limits.
+    connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    #: Each client's rates against its quotas (built from ``client_quotas`` and the quota windows).
+    quotas: ClientQuotas = field(init=False)
+    #: Whole requests read but not yet taken up, over every connection (``queued.max.requests``).
+    queued_requests: QueuedRequests = field(init=False)
     #: Called after this broker changed topics or partition states itself (an admin request), so the
     #: replica manager takes the change up now rather than when the watch reports it.
     changed_here: list[Callable[[], None]] = field(default_factory=list)
@@ -87,6 +102,15 @@ class NodeState:
     #: generations they were built from; see :meth:`derived`.
     _derived: dict[Any, Any] = field(default_factory=dict, init=False, repr=False)
     _derived_from: tuple[int, int] = field(default=(-1, -1), init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        config = self.config
+        self.quotas = ClientQuotas(
+            self.client_quotas,
+            samples=int(config["quota.window.num"]),
+            window_s=int(config["quota.window.size.seconds"]),
+        )
+        self.queued_requests = QueuedRequests(int(config["queued.max.requests"]))
 
     def derived(self) -> dict[Any, Any]:
         """A cache for answers derived from topics, partition states and live brokers only.

@@ -17,6 +17,7 @@ from typing import NoReturn
 from barnabas import __version__
 
 from . import (
+    acls,
     bench,
     broker,
     cluster,
@@ -38,7 +39,7 @@ from .errors import CliError
 __all__ = ["main"]
 
 SUBCOMMANDS = (
-    broker, proxy, cluster, topics, produce, consume, groups, records, partitions, users, coordination, bench,
+    broker, proxy, cluster, topics, produce, consume, groups, records, partitions, users, acls, coordination, bench,
     pipeline, completion,
 )  # fmt: skip
 

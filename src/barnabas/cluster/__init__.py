@@ -1,6 +1,7 @@
 """Cluster metadata: topics, partition state, live brokers and the controller, kept in coordination storage."""
 
 from .brokers import BrokerEndpoint, BrokerInfo, BrokerRegistry
+from .client_quotas import ClientQuotaStore
 from .controller import Controller, LeaderRebalance, NotControllerError, next_partition_state
 from .credentials import CredentialStore
 from .leadership import initial_state
@@ -13,6 +14,7 @@ __all__ = [
     "BrokerEndpoint",
     "BrokerInfo",
     "BrokerRegistry",
+    "ClientQuotaStore",
     "Controller",
     "CredentialStore",
     "LeaderRebalance",

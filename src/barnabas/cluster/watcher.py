@@ -1,4 +1,4 @@
-"""Keep a broker's view of the cluster current: topics, partition states, live brokers, controller, credentials.
+"""Keep a broker's view of the cluster current: topics, partitions, brokers, controller, credentials, ACLs, quotas.
 
 Watches are hints (coordination api.py): a ``Resync`` re-reads a whole prefix, a ``Changed``
 re-reads the keys it names, and nothing is ever taken from an event's content. After each
@@ -15,7 +15,9 @@ from collections.abc import Awaitable, Callable
 
 from barnabas.coordination import Changed, CoordinationError, LeaderElection, Metastore, WatchEvent
 
+from .acls import AclStore
 from .brokers import BrokerRegistry
+from .client_quotas import ClientQuotaStore
 from .controller import CONTROLLER_ELECTION
 from .credentials import CredentialStore
 from .topic_store import PARTITIONS_PREFIX, TOPICS_PREFIX, TopicStore
@@ -36,11 +38,16 @@ class MetadataWatcher:
         brokers: BrokerRegistry,
         on_change: Callable[[], None],
         credentials: CredentialStore | None = None,
+        *,
+        acls: AclStore | None = None,
+        client_quotas: ClientQuotaStore | None = None,
     ) -> None:
         self._metastore = metastore
         self._topics = topics
         self._brokers = brokers
         self._credentials = credentials
+        self._acls = acls
+        self._client_quotas = client_quotas
         self._on_change = on_change
         self._election = LeaderElection(metastore, CONTROLLER_ELECTION)
         self._tasks: list[asyncio.Task[None]] = []
@@ -65,6 +72,10 @@ class MetadataWatcher:
         ]
         if self._credentials is not None:
             watches.append((self._credentials.prefix, self._apply_credentials))
+        if self._acls is not None:
+            watches.append((self._acls.prefix, self._apply_acls))
+        if self._client_quotas is not None:
+            watches.append((self._client_quotas.prefix, self._apply_client_quotas))
         for prefix, apply in watches:
             self._tasks.append(asyncio.create_task(self._follow(prefix, apply), name=f"watch {prefix}"))
 
@@ -100,6 +111,20 @@ class MetadataWatcher:
             await self._credentials.refresh(event.keys)
         else:
             await self._credentials.load()
+
+    async def _apply_acls(self, event: WatchEvent) -> None:
+        assert self._acls is not None
+        if isinstance(event, Changed):
+            await self._acls.refresh(event.keys)
+        else:
+            await self._acls.load()
+
+    async def _apply_client_quotas(self, event: WatchEvent) -> None:
+        assert self._client_quotas is not None
+        if isinstance(event, Changed):
+            await self._client_quotas.refresh(event.keys)
+        else:
+            await self._client_quotas.load()
 
     async def _apply_brokers(self, _: WatchEvent) -> None:
         await self._brokers.refresh()

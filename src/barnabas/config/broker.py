@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .admin import ADMIN_CONFIG_LIST, AdminListener, parse_admin_listeners
+from .authorizer import AUTHORIZER_CONFIG_LIST
 from .definitions import (
     INT32_MAX,
     INT64_MAX,
@@ -38,6 +39,7 @@ from .definitions import (
     one_of,
     read_properties_file,
 )
+from .limits import LIMIT_CONFIG_LIST, parse_ip_overrides
 from .listeners import (
     DEFAULT_PROTOCOL_MAP,
     LISTENER_CONFIGS,
@@ -177,13 +179,17 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
               "Share of a broker's preferred partitions led elsewhere that triggers a rebalance.", between(0, 100)),
     ConfigDef("group.initial.rebalance.delay.ms", _I, 3000, "Delay of a new group's first rebalance.",
               at_least(0)),
-    ConfigDef("connections.max.idle.ms", _L, 600000, "Idle connections are closed after this long.", at_least(1)),
+    ConfigDef("connections.max.idle.ms", _L, 600000,
+              "A connection with no request in progress and no bytes in or out for this long is closed; negative: "
+              "never."),
     ConfigDef("fetch.max.bytes", _I, 57671680, "Largest Fetch response the broker builds.", at_least(1024)),
     ConfigDef("broker.id.generation.enable", _B, True, "Accepted for compatibility; ids come from config or host."),
     *ADMIN_CONFIG_LIST,
     *SSL_CONFIG_LIST,
     *SASL_CONFIG_LIST,
     *OAUTHBEARER_CONFIG_LIST,
+    *LIMIT_CONFIG_LIST,
+    *AUTHORIZER_CONFIG_LIST,
 )  # fmt: skip
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {definition.name: definition for definition in BROKER_CONFIG_LIST}
@@ -192,7 +198,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {definition.name: definition for definiti
 IGNORED_KAFKA_SETTINGS: dict[str, str] = {
     **dict.fromkeys(
         ("num.network.threads", "num.io.threads", "num.recovery.threads.per.data.dir", "num.replica.fetchers",
-         "background.threads", "queued.max.requests", "num.replica.alter.log.dirs.threads"),
+         "background.threads", "num.replica.alter.log.dirs.threads"),
         "barnabas serves every connection from one event loop",
     ),
     **dict.fromkeys(
@@ -384,6 +390,8 @@ def _check_consistency(config: BrokerConfig) -> None:
         raise ConfigError(f"broker.id={config['broker.id']} and node.id={config['node.id']} disagree")
     if config["message.max.bytes"] > config["socket.request.max.bytes"]:
         raise ConfigError("message.max.bytes must not exceed socket.request.max.bytes")
+    if config["max.connections.per.ip"] == 0 and not parse_ip_overrides(config["max.connections.per.ip.overrides"]):
+        raise ConfigError("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides is set")
     if config["log.segment.bytes"] > INT32_MAX:
         raise ConfigError("log.segment.bytes must fit in an int")
 

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .definitions import ConfigDef, ConfigError, ConfigType, at_least, one_of
+from .limits import LISTENER_LIMIT_CONFIGS
 from .oauthbearer import MECHANISM_PREFIX, OAUTHBEARER_LISTENER_CONFIGS
 
 __all__ = [
@@ -137,6 +138,7 @@ LISTENER_CONFIGS: dict[str, ConfigDef] = {
     **SSL_CONFIGS,
     "sasl.enabled.mechanisms": SASL_CONFIG_LIST[0],
     **JAAS_CONFIGS,
+    **LISTENER_LIMIT_CONFIGS,
     **OAUTHBEARER_LISTENER_CONFIGS,
 }
 
@@ -224,7 +226,7 @@ def listener_override(key: str) -> tuple[str, str] | None:
     """``(listener name, setting)`` of a ``listener.name.<name>.<setting>`` key, None for any other key.
 
     The setting is one of :data:`LISTENER_CONFIGS`: an ssl.* one, sasl.enabled.mechanisms, a
-    mechanism's sasl.jaas.config or an OAUTHBEARER setting (``oauthbearer.py``).
+    mechanism's sasl.jaas.config, max.connections or an OAUTHBEARER setting (``oauthbearer.py``).
 
     Raises:
         ConfigError: the key has the prefix but names no setting barnabas takes per listener.
@@ -238,7 +240,7 @@ def listener_override(key: str) -> tuple[str, str] | None:
     if not name or base not in LISTENER_CONFIGS:
         raise ConfigError(
             f"unknown setting {key!r}: listener.name.<listener>. takes the ssl.* settings, sasl.enabled.mechanisms, "
-            "<mechanism>.sasl.jaas.config and the [oauthbearer.]sasl.oauthbearer.* settings"
+            "<mechanism>.sasl.jaas.config, max.connections and the [oauthbearer.]sasl.oauthbearer.* settings"
         )
     return name.upper(), base
 

@@ -63,6 +63,7 @@ from ._records import (
 )
 from ._requests import Request, RequestHeader, decode_request, peek_header, request_schema
 from ._responses import encode_api_versions_error, encode_response, frame_with_header
+from ._throttle import with_throttle_time
 
 __all__ = [
     "BATCH_HEADER_SIZE",
@@ -130,4 +131,5 @@ __all__ = [
     "usable_version",
     "validate_batch",
     "validate_produce_records",
+    "with_throttle_time",
 ]

@@ -13,7 +13,7 @@ Rules this module keeps:
 - Those buffers are recycled: once the caller is done with a large frame (its records written,
   its answer sent) it may hand it back with :meth:`FrameReader.recycle`, and the next large frame
   that fits reuses it, so a stream of produce requests does not pay for zeroing fresh memory
-  (a new megabyte ``bytearray`` is zero-filled page by page). Buffers are sized in
+  (fresh memory is zero-filled page by page as it is touched). Buffers are sized in
   ``_GRANULE`` steps and kept in a :class:`BufferPool`, none over ``_POOL_MAX_BUFFER``: each
   reader's own by default, or one a server shares among its connections, so a client that
   pipelines many produce requests at once (librdkafka allows a million in flight) reuses what
@@ -25,13 +25,22 @@ Rules this module keeps:
   RemoteProtocolError from ``next_frame`` (a truncated frame).
 - The scratch buffer is never resized while a view of it may be held (a read in progress):
   when it is full of unread frames a larger one replaces it.
+- Fresh buffers (the scratch buffer and large frames' own) are anonymous memory maps, which the
+  kernel hands out zeroed page by page as bytes land in them: a connection costs the pages its
+  bytes touched, not the buffer's size, and a frame whose size prefix arrived but whose bytes
+  never do (a slowloris client) costs nothing for its declared size. A ``bytearray`` would be
+  zero-filled, all of it resident, at once.
+- :attr:`FrameReader.frames_waiting` counts whole frames received but not yet returned, for a
+  reader that bounds how many requests it reads ahead (``queued.max.requests``).
 """
 
 from __future__ import annotations
 
 import enum
+import mmap
 import struct
 from collections import deque
+from typing import TypeAlias
 
 from ._errors import FrameTooLargeError, RemoteProtocolError
 
@@ -50,6 +59,14 @@ _OWN_POOL_BYTES = 8 * 1024 * 1024
 #: Larger buffers are never kept: a rare huge request must not pin its memory to the connection.
 _POOL_MAX_BUFFER = 16 * 1024 * 1024
 
+#: A writable buffer frames are read into.
+Buffer: TypeAlias = bytearray | mmap.mmap
+
+
+def _zeroed(size: int) -> mmap.mmap:
+    """``size`` zero bytes that take memory only as they are written (an anonymous private map)."""
+    return mmap.mmap(-1, size)
+
 
 class NeedData(enum.Enum):
     """Sentinel type: the buffer holds no complete frame yet."""
@@ -67,16 +84,16 @@ class BufferPool:
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self._buffers: list[bytearray] = []
+        self._buffers: list[Buffer] = []
         self._bytes = 0
 
     @property
     def kept_bytes(self) -> int:
         return self._bytes
 
-    def take(self, size: int) -> bytearray | None:
+    def take(self, size: int) -> Buffer | None:
         """The smallest kept buffer of at least ``size`` bytes (removed from the pool), or None."""
-        best: bytearray | None = None
+        best: Buffer | None = None
         for buffer in self._buffers:
             if len(buffer) >= size and (best is None or len(buffer) < len(best)):
                 best = buffer
@@ -85,7 +102,7 @@ class BufferPool:
             self._bytes -= len(best)
         return best
 
-    def give(self, buffer: bytearray) -> None:
+    def give(self, buffer: Buffer) -> None:
         """Keep ``buffer`` for later, dropping the smallest kept ones if the budget needs room."""
         if len(buffer) > min(_POOL_MAX_BUFFER, self.max_bytes) or any(kept is buffer for kept in self._buffers):
             return
@@ -102,6 +119,7 @@ class FrameReader:
 
     __slots__ = (
         "_buffer",
+        "_complete",
         "_end",
         "_ended",
         "_filled",
@@ -117,7 +135,7 @@ class FrameReader:
 
     def __init__(self, max_frame_size: int, pool: BufferPool | None = None) -> None:
         self._max_frame_size = max_frame_size
-        self._buffer = bytearray(_SCRATCH_SIZE)
+        self._buffer: Buffer = _zeroed(_SCRATCH_SIZE)
         #: Scratch layout: [_start, _scan) whole frames, [_scan, _end) the start of the next one.
         self._start = self._scan = self._end = 0
         #: Large frames not yet returned, each with the scratch position it comes before.
@@ -132,6 +150,8 @@ class FrameReader:
         #: Whether the last :meth:`get_buffer` handed out the large frame being filled.
         self._into_large = False
         self._ended = False
+        #: Whole frames received and not yet returned.
+        self._complete = 0
 
     @property
     def buffered(self) -> int:
@@ -145,6 +165,11 @@ class FrameReader:
         What a reader pausing the socket should count: the frame being filled is always read whole.
         """
         return self.buffered - (self._filled if self._filling is not None else 0)
+
+    @property
+    def frames_waiting(self) -> int:
+        """Whole frames received but not yet returned by :meth:`next_frame`."""
+        return self._complete
 
     @property
     def filling_large_frame(self) -> bool:
@@ -185,6 +210,7 @@ class FrameReader:
             if self._filled == len(self._filling):
                 self._filling = None
                 self._filled = 0
+                self._complete += 1
             return
         self._end += nbytes
         self._scan_frames()
@@ -204,7 +230,7 @@ class FrameReader:
 
     def recycle(self, frame: bytes | memoryview) -> None:
         """Hand back a large frame ``next_frame`` returned, once nothing reads or writes it any more."""
-        if isinstance(frame, memoryview) and isinstance(frame.obj, bytearray):
+        if isinstance(frame, memoryview) and isinstance(frame.obj, bytearray | mmap.mmap):
             self._pool.give(frame.obj)
 
     def next_frame(self) -> bytes | memoryview | NeedData:
@@ -223,6 +249,7 @@ class FrameReader:
                 return self._need_data(4 + self._filled)
             larges.popleft()
             self._large_bytes -= len(large)
+            self._complete -= 1
             self._reset_if_empty()
             return large
         if start < self._scan:
@@ -231,6 +258,7 @@ class FrameReader:
             with memoryview(buffer) as view:
                 frame = bytes(view[start + 4 : end])
             self._start = end
+            self._complete -= 1
             self._reset_if_empty()
             return frame
         available = self._end - start
@@ -250,6 +278,7 @@ class FrameReader:
             frame_end = self._scan + 4 + size
             if frame_end <= self._end:
                 self._scan = frame_end
+                self._complete += 1
                 continue
             if size > LARGE_FRAME:
                 large = self._frame_buffer(size)
@@ -268,7 +297,7 @@ class FrameReader:
         """A writable view of exactly ``size`` bytes: the smallest recycled buffer that fits, or a new one."""
         buffer = self._pool.take(size)
         if buffer is None:
-            buffer = bytearray(-(-size // _GRANULE) * _GRANULE)
+            buffer = _zeroed(-(-size // _GRANULE) * _GRANULE)
         return memoryview(buffer)[:size]
 
     def _reset_if_empty(self) -> None:
@@ -283,7 +312,7 @@ class FrameReader:
             # Same-length slice assignment: the buffer is never resized, so views of it stay valid.
             self._buffer[:pending] = self._buffer[self._start : self._end]
         else:
-            fresh = bytearray(pending + _SCRATCH_SIZE)
+            fresh = _zeroed(pending + _SCRATCH_SIZE)
             fresh[:pending] = self._buffer[self._start : self._end]
             self._buffer = fresh
         self._shift(self._start)

@@ -15,8 +15,10 @@ import pytest
 from kio.index import load_request_schema
 
 from barnabas.broker.handlers import (
+    acls,
     api_versions,
     build_registry,
+    client_quotas,
     cluster,
     configs,
     delete_records,
@@ -72,6 +74,11 @@ VIEWS: dict[int, type] = {
     sasl.AUTHENTICATE_KEY: sasl.SaslAuthenticateRequest,
     scram_credentials.DESCRIBE_KEY: scram_credentials.DescribeUserScramCredentialsRequest,
     scram_credentials.ALTER_KEY: scram_credentials.AlterUserScramCredentialsRequest,
+    acls.DESCRIBE_ACLS: acls.DescribeAclsRequest,
+    acls.CREATE_ACLS: acls.CreateAclsRequest,
+    acls.DELETE_ACLS: acls.DeleteAclsRequest,
+    client_quotas.DESCRIBE_KEY: client_quotas.DescribeClientQuotasRequest,
+    client_quotas.ALTER_KEY: client_quotas.AlterClientQuotasRequest,
 }
 #: Handlers that read no kio body: ApiVersions reads none of its fields; Produce's body comes from
 #: the protocol's own decoder, typed already (ProduceRequestData).

@@ -224,3 +224,28 @@ def test_a_pool_keeps_within_its_byte_budget_dropping_the_smallest() -> None:
     assert pool.take(1 << 19) is medium  # the smallest kept buffer that fits
     pool.give(bytearray(4 << 20))  # larger than the whole budget: never kept
     assert pool.kept_bytes == 2 << 20 and pool.take(3 << 20) is None
+
+
+def test_frames_waiting_counts_whole_frames_small_and_large_until_returned() -> None:
+    reader = FrameReader(max_frame_size=1 << 24)
+    large = bytes(LARGE_FRAME + 10)
+    reader.receive_data(frame(b"a") + frame(b"bc") + frame(large)[:100])
+    assert reader.frames_waiting == 2  # the large one is not whole yet
+    reader.receive_data(frame(large)[100:] + frame(b"d")[:3])
+    assert reader.frames_waiting == 3
+    assert [bytes(reader.next_frame()) for _ in range(3)] == [b"a", b"bc", large]
+    assert reader.frames_waiting == 0 and reader.next_frame() is NEED_DATA
+
+
+def _resident_kib() -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+
+
+def test_a_declared_size_costs_no_memory_until_its_bytes_arrive() -> None:
+    before = _resident_kib()
+    readers = [FrameReader(max_frame_size=1 << 30) for _ in range(20)]
+    for reader in readers:
+        reader.receive_data(struct.pack(">i", 100 << 20) + bytes(1000))  # 100 MB declared, 1 KB sent
+        assert reader.next_frame() is NEED_DATA
+    assert _resident_kib() - before < 64 * 1024  # 2 GB declared in all

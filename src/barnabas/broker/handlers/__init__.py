@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from ..registry import ApiRegistry
 from . import (
+    acls,
     api_versions,
+    client_quotas,
     cluster,
     configs,
     delete_records,
@@ -48,5 +50,7 @@ def build_registry() -> ApiRegistry:
             *offsets.SPECS,
             *sasl.SPECS,
             *scram_credentials.SPECS,
+            *client_quotas.SPECS,
+            *acls.SPECS,
         ]
     )

@@ -1,7 +1,8 @@
 """DescribeCluster (60): cluster id, controller and brokers (KIP-700).
 
 Only the broker endpoint type is served; asking for controller endpoints gets
-UNSUPPORTED_ENDPOINT_TYPE, as a broker in Kafka 4 answers (KIP-919).
+UNSUPPORTED_ENDPOINT_TYPE, as a broker in Kafka 4 answers (KIP-919). The cluster's authorized
+operations are answered when asked for, to a principal that may DESCRIBE the cluster (0 to others).
 """
 
 from __future__ import annotations
@@ -9,15 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from barnabas.protocol import ErrorCode, Request, encode_response
+from barnabas.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 from ..registry import ApiSpec
 from ..request_context import LISTENER_NAME
+from ._authorize import authorized_operations, cluster_allowed
 from ._build import NO_THROTTLE, make, response_types
 from ._needs import ClusterNeeds
 from ._view import view_of
 
 API_KEY = 60
 BROKERS_ENDPOINT = 1
+#: Kafka's authorized-operations value when they were not asked for (INT32_MIN).
+OPERATIONS_NOT_ASKED = -(2**31)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,7 +34,14 @@ class DescribeClusterRequest:
 
 def handle(state: ClusterNeeds, request: Request) -> bytes:
     types = response_types(API_KEY, request.header.api_version)
-    endpoint_type = view_of(DescribeClusterRequest, request.body).endpoint_type
+    body = view_of(DescribeClusterRequest, request.body)
+    endpoint_type = body.endpoint_type
+    operations = OPERATIONS_NOT_ASKED
+    if body.include_cluster_authorized_operations:
+        # AuthHelper.computeDescribeClusterResponse: only to a principal that may DESCRIBE the cluster
+        operations = 0
+        if cluster_allowed(state, AclOperation.DESCRIBE):
+            operations = authorized_operations(state, ResourceType.CLUSTER, CLUSTER_NAME)
     brokers = tuple(
         make(
             types.DescribeClusterBroker,
@@ -50,7 +62,7 @@ def handle(state: ClusterNeeds, request: Request) -> bytes:
             cluster_id=state.node.cluster_id,
             controller_id=-1,
             brokers=(),
-            cluster_authorized_operations=-2147483648,
+            cluster_authorized_operations=OPERATIONS_NOT_ASKED,
         )
     else:
         response = make(
@@ -62,7 +74,7 @@ def handle(state: ClusterNeeds, request: Request) -> bytes:
             cluster_id=state.node.cluster_id,
             controller_id=state.controller_id,
             brokers=brokers,
-            cluster_authorized_operations=-2147483648,
+            cluster_authorized_operations=operations,
         )
     return encode_response(request.header.correlation_id, response)
 

@@ -10,6 +10,9 @@ Replication is never throttled here, so Kafka's replication-throttle settings ar
 deleting them (which kafka-reassign-partitions.sh --verify does for every broker and moved
 topic) succeeds with nothing to do, and setting them gets INVALID_CONFIG, as a throttle
 barnabas would not honour must not look accepted.
+Authorization (Kafka's ConfigHelper and KafkaApis): DESCRIBE_CONFIGS (describe) or ALTER_CONFIGS
+(alter) on the topic, else TOPIC_AUTHORIZATION_FAILED, and on the cluster for a broker resource,
+else CLUSTER_AUTHORIZATION_FAILED; checked before the resource is looked up.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from typing import Any
 
 from barnabas.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigSource, ConfigType, resolve_topic_config
 from barnabas.protocol import ErrorCode, Request, encode_response
+from barnabas.security.acl import AclOperation, ResourceType
 
 from ..registry import ApiSpec
 from ..topic_admin import TopicAdminError, alter_topic_config
+from ._authorize import allowed, cluster_allowed
 from ._build import NO_THROTTLE, make, response_types
 from ._needs import NodeNeeds
 from ._view import view_of
@@ -130,6 +135,15 @@ def _broker_entries(state: NodeNeeds, types: Any, keys: set[str] | None, docs: b
     return tuple(entries)
 
 
+def _denial(state: NodeNeeds, operation: AclOperation, resource_type: int, name: str) -> tuple[ErrorCode, str] | None:
+    """The error a principal that may not do ``operation`` on this config resource gets, or None."""
+    if resource_type == TOPIC and not allowed(state, operation, ResourceType.TOPIC, name):
+        return ErrorCode.topic_authorization_failed, "Topic authorization failed."
+    if resource_type == BROKER and not cluster_allowed(state, operation):
+        return ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
+    return None
+
+
 def handle_describe_configs(state: NodeNeeds, request: Request) -> bytes:
     types = response_types(DESCRIBE_CONFIGS, request.header.api_version)
     body = view_of(DescribeConfigsRequest, request.body)
@@ -139,7 +153,10 @@ def handle_describe_configs(state: NodeNeeds, request: Request) -> bytes:
     for resource in body.resources:
         keys = set(resource.configuration_keys) if resource.configuration_keys is not None else None
         code, message, configs = ErrorCode.none, None, ()
-        if resource.resource_type == TOPIC:
+        denial = _denial(state, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
+        if denial is not None:
+            code, message = denial
+        elif resource.resource_type == TOPIC:
             if state.node.topic(resource.resource_name) is None:
                 code, message = (
                     ErrorCode.unknown_topic_or_partition,
@@ -224,6 +241,9 @@ async def handle_incremental_alter_configs(state: NodeNeeds, request: Request) -
     for resource in body.resources:
         code, message = ErrorCode.none, None
         try:
+            denial = _denial(state, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
+            if denial is not None:
+                raise TopicAdminError(*denial)
             if resource.resource_type == TOPIC:
                 topic = state.node.topic(resource.resource_name)
                 if topic is None:

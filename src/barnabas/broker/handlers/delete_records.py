@@ -2,6 +2,8 @@
 
 Offset -1 means the high watermark. An offset above the high watermark gets
 OFFSET_OUT_OF_RANGE. Whole segments below the new log start are removed by retention.
+A topic the principal may not DELETE gets TOPIC_AUTHORIZATION_FAILED; an internal topic
+(``__consumer_offsets``) INVALID_TOPIC_EXCEPTION whatever the ACLs, as in Kafka.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from dataclasses import dataclass
 
 from barnabas.log import errors as log_errors
 from barnabas.protocol import ErrorCode, Request, encode_response
+from barnabas.security.acl import AclOperation, ResourceType
 
 from ..registry import ApiSpec
+from ._authorize import allowed_names
 from ._build import NO_THROTTLE, make, response_types
 from ._needs import PartitionNeeds
 from ._view import view_of
@@ -42,14 +46,20 @@ class DeleteRecordsRequest:
 def handle(state: PartitionNeeds, request: Request) -> bytes:
     types = response_types(API_KEY, request.header.api_version)
     body = view_of(DeleteRecordsRequest, request.body)
+    deletable = allowed_names(state, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in body.topics))
     topics = []
     for topic in body.topics:
         partitions = []
+        internal = (known := state.node.topic(topic.name)) is not None and known.internal
         for requested in topic.partitions:
             index = requested.partition_index
             code, low_watermark = ErrorCode.none, -1
             found = state.partitions.leader_partition(topic.name, index)
-            if isinstance(found, ErrorCode):
+            if topic.name not in deletable:
+                code = ErrorCode.topic_authorization_failed
+            elif internal:  # Kafka's ReplicaManager.deleteRecordsOnLocalLog: whatever the ACLs
+                code = ErrorCode.invalid_topic_exception
+            elif isinstance(found, ErrorCode):
                 code = found
             else:
                 partition_log = found.log

@@ -16,6 +16,9 @@ A fetch with a replica id is a follower's: it reads up to the log end offset ins
 high watermark, and its fetch offset tells the leader how far that follower has come (which
 may move the high watermark and let the follower back into the ISR), in the broker epoch the
 follower was registered in when the fetch arrived.
+
+With authorization on, a consumer needs READ on each topic and a follower CLUSTER_ACTION on the
+cluster; the partitions of a topic it may not read get TOPIC_AUTHORIZATION_FAILED (KafkaApis).
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ from dataclasses import dataclass
 from barnabas.log import FileSlice
 from barnabas.log import errors as log_errors
 from barnabas.protocol import ErrorCode, FetchPartitionResult, Request, encode_fetch_response
+from barnabas.security.acl import AclOperation, ResourceType
 
 from ..registry import ApiSpec
+from ._authorize import allowed_names, cluster_allowed
 from ._needs import PartitionNeeds
 from ._view import view_of
 
@@ -123,7 +128,11 @@ def _read_partition(
 
 
 def _read_all(
-    state: PartitionNeeds, body: FetchRequest, max_bytes: int, replica: tuple[int, int] | None
+    state: PartitionNeeds,
+    body: FetchRequest,
+    max_bytes: int,
+    replica: tuple[int, int] | None,
+    denied: frozenset[str] = frozenset(),
 ) -> tuple[list[tuple[str, list[FetchPartitionResult[FileSlice]]]], int, bool]:
     read_committed = body.isolation_level == 1
     remaining = max_bytes
@@ -133,6 +142,10 @@ def _read_all(
     for topic in body.topics:
         partitions = []
         for partition in topic.partitions:
+            if topic.topic in denied:
+                partitions.append(_error(partition.partition, ErrorCode.topic_authorization_failed))
+                errors = True
+                continue
             outcome = _read_partition(
                 state,
                 topic.topic,
@@ -151,6 +164,16 @@ def _read_all(
     return results, total, errors
 
 
+def _denied(state: PartitionNeeds, body: FetchRequest, replica_id: int) -> frozenset[str]:
+    """The topics this fetch may not read: a follower needs CLUSTER_ACTION, a consumer READ on each topic."""
+    if state.node.acls is None:
+        return frozenset()
+    names = {topic.topic for topic in body.topics}
+    if replica_id >= 0:
+        return frozenset() if cluster_allowed(state, AclOperation.CLUSTER_ACTION) else frozenset(names)
+    return frozenset(names - allowed_names(state, AclOperation.READ, ResourceType.TOPIC, names))
+
+
 async def handle(state: PartitionNeeds, request: Request) -> list[bytes | memoryview | FileSlice]:
     body = view_of(FetchRequest, request.body)
     max_bytes = min(body.max_bytes, int(state.node.config["fetch.max.bytes"]))
@@ -161,8 +184,9 @@ async def handle(state: PartitionNeeds, request: Request) -> list[bytes | memory
     # The follower's incarnation is taken once, as the fetch arrives: a long poll re-reads its
     # partitions later, when the registration may already be a newer incarnation's.
     replica = state.partitions.follower_identity(replica_id) if replica_id >= 0 else None
+    denied = _denied(state, body, replica_id)
     while True:
-        results, total, errors = _read_all(state, body, max_bytes, replica)
+        results, total, errors = _read_all(state, body, max_bytes, replica, denied)
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0 or not watched:
             break

@@ -4,6 +4,11 @@ ListGroups lists the groups this broker coordinates (clients ask every broker), 
 state from v4; DescribeGroups reports an unknown group as Dead with no members, and member
 metadata and assignments only while the group is Stable (Kafka's GroupMetadata.summary);
 DeleteGroups removes only Empty groups (NON_EMPTY_GROUP otherwise).
+
+Authorization (KafkaApis): ListGroups lists every group to a principal that may DESCRIBE the
+cluster, else only the groups it may DESCRIBE (no error for the others); DescribeGroups needs
+DESCRIBE and DeleteGroups DELETE on each group, else that group's GROUP_AUTHORIZATION_FAILED.
+DescribeGroups answers authorized operations (v3+) when asked, for each group it describes.
 """
 
 from __future__ import annotations
@@ -12,8 +17,10 @@ from dataclasses import dataclass
 
 from barnabas.groups import GroupState
 from barnabas.protocol import ErrorCode, Request, encode_response
+from barnabas.security.acl import AclOperation, ResourceType
 
 from ..registry import ApiSpec
+from ._authorize import allowed, allowed_names, authorized_operations, cluster_allowed
 from ._build import NO_THROTTLE, make, response_types
 from ._needs import GroupNeeds
 from ._view import view_of
@@ -51,6 +58,10 @@ def handle_list_groups(state: GroupNeeds, request: Request) -> bytes:
     coordinator = state.groups
     code = ErrorCode.coordinator_load_in_progress if coordinator.loading() else ErrorCode.none
     groups = coordinator.list_groups()
+    if not cluster_allowed(state, AclOperation.DESCRIBE, log_denied=False):
+        names = allowed_names(state, AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in groups),
+                              log_denied=False)  # fmt: skip
+        groups = [g for g in groups if g.group_id in names]
     listed = tuple(
         make(
             types.ListedGroup,
@@ -69,9 +80,14 @@ def handle_list_groups(state: GroupNeeds, request: Request) -> bytes:
 
 def handle_describe_groups(state: GroupNeeds, request: Request) -> bytes:
     types = response_types(DESCRIBE_GROUPS, request.header.api_version)
+    body = view_of(DescribeGroupsRequest, request.body)
+    with_ops = request.header.api_version >= 3 and body.include_authorized_operations
     described = []
-    for group_id in view_of(DescribeGroupsRequest, request.body).groups:
-        code, group = state.groups.describe_group(group_id)
+    for group_id in body.groups:
+        if allowed(state, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            code, group = state.groups.describe_group(group_id)
+        else:
+            code, group = ErrorCode.group_authorization_failed, None
         if group is None:
             state_name = GroupState.DEAD.value if code is ErrorCode.none else ""
             described.append(
@@ -110,7 +126,9 @@ def handle_describe_groups(state: GroupNeeds, request: Request) -> bytes:
                 protocol_type=group.protocol_type or "",
                 protocol_data=protocol,
                 members=members,
-                authorized_operations=NO_OPERATIONS,
+                authorized_operations=(
+                    authorized_operations(state, ResourceType.GROUP, group_id) if with_ops else NO_OPERATIONS
+                ),
             )
         )
     response = make(types.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(described))
@@ -120,7 +138,9 @@ def handle_describe_groups(state: GroupNeeds, request: Request) -> bytes:
 async def handle_delete_groups(state: GroupNeeds, request: Request) -> bytes:
     types = response_types(DELETE_GROUPS, request.header.api_version)
     names = list(dict.fromkeys(view_of(DeleteGroupsRequest, request.body).groups_names))
-    results = await state.groups.delete_groups(names)
+    deletable = allowed_names(state, AclOperation.DELETE, ResourceType.GROUP, names)
+    results = await state.groups.delete_groups([n for n in names if n in deletable]) if deletable else {}
+    results.update((n, ErrorCode.group_authorization_failed) for n in names if n not in deletable)
     deleted = tuple(make(types.DeletableGroupResult, group_id=g, error_code=e) for g, e in results.items())
     response = make(types.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=deleted)
     return encode_response(request.header.correlation_id, response)

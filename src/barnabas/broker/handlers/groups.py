@@ -5,6 +5,10 @@ The request fields go to the GroupCoordinator as they are, read through one view
 FindCoordinator's batched keys from v4 and v0 JoinGroup's lack of a rebalance timeout.
 FindCoordinator creates ``__consumer_offsets`` on first use and names the leader of the group's
 partition, COORDINATOR_NOT_AVAILABLE while there is none.
+
+Authorization (KafkaApis): FindCoordinator needs DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED)
+or transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) it asks about; JoinGroup, SyncGroup,
+Heartbeat and LeaveGroup need READ on the group, else GROUP_AUTHORIZATION_FAILED and nothing else.
 """
 
 from __future__ import annotations
@@ -13,10 +17,12 @@ from dataclasses import dataclass
 
 from barnabas.groups import MemberIdentity
 from barnabas.protocol import ErrorCode, Request, encode_response
+from barnabas.security.acl import AclOperation, ResourceType
 
 from ..offsets_topic import OFFSETS_TOPIC
 from ..registry import ApiSpec
 from ..request_context import CLIENT_HOST, LISTENER_NAME
+from ._authorize import allowed
 from ._build import NO_THROTTLE, make, response_types
 from ._needs import GroupNeeds
 from ._view import view_of
@@ -112,6 +118,10 @@ class SyncGroupRequest:
 async def _locate(state: GroupNeeds, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
     """(error, message, node id, host, port) of the coordinator for ``key``."""
     unavailable = (ErrorCode.coordinator_not_available, None, -1, "", -1)
+    if key_type == GROUP_KEY and not allowed(state, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return ErrorCode.group_authorization_failed, None, -1, "", -1
+    if key_type == TRANSACTION_KEY and not allowed(state, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return ErrorCode.transactional_id_authorization_failed, None, -1, "", -1
     if key_type == TRANSACTION_KEY:
         return ErrorCode.coordinator_not_available, "transactions are not supported yet", -1, "", -1
     if key_type != GROUP_KEY:
@@ -165,6 +175,13 @@ async def handle_join_group(state: GroupNeeds, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(JOIN_GROUP, version)
     body = view_of(JoinGroupRequest, request.body)
+    if not _may_read(state, body.group_id):
+        response = make(
+            types.JoinGroupResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,
+            generation_id=-1, protocol_type=None, protocol_name=_protocol_name(version, None), leader="",
+            skip_assignment=False, member_id="", members=(),
+        )  # fmt: skip
+        return encode_response(request.header.correlation_id, response)
     result = await state.groups.join_group(
         body.group_id,
         body.member_id,
@@ -198,6 +215,10 @@ async def handle_join_group(state: GroupNeeds, request: Request) -> bytes:
     return encode_response(request.header.correlation_id, response)
 
 
+def _may_read(state: GroupNeeds, group_id: str) -> bool:
+    return allowed(state, AclOperation.READ, ResourceType.GROUP, group_id)
+
+
 def _protocol_name(version: int, name: str | None) -> str | None:
     """Nullable from v7; before that an empty string stands for none."""
     return name if version >= 7 else name or ""
@@ -207,6 +228,12 @@ async def handle_sync_group(state: GroupNeeds, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(SYNC_GROUP, version)
     body = view_of(SyncGroupRequest, request.body)
+    if not _may_read(state, body.group_id):
+        response = make(
+            types.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,
+            protocol_type=None, protocol_name=None, assignment=b"",
+        )  # fmt: skip
+        return encode_response(request.header.correlation_id, response)
     result = await state.groups.sync_group(
         body.group_id,
         body.generation_id,
@@ -230,7 +257,11 @@ async def handle_sync_group(state: GroupNeeds, request: Request) -> bytes:
 def handle_heartbeat(state: GroupNeeds, request: Request) -> bytes:
     types = response_types(HEARTBEAT, request.header.api_version)
     body = view_of(HeartbeatRequest, request.body)
-    code = state.groups.heartbeat(body.group_id, body.member_id, body.group_instance_id, body.generation_id)
+    code = (
+        state.groups.heartbeat(body.group_id, body.member_id, body.group_instance_id, body.generation_id)
+        if _may_read(state, body.group_id)
+        else ErrorCode.group_authorization_failed
+    )
     response = make(types.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=code)
     return encode_response(request.header.correlation_id, response)
 
@@ -239,6 +270,10 @@ def handle_leave_group(state: GroupNeeds, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(LEAVE_GROUP, version)
     body = view_of(LeaveGroupRequest, request.body)
+    if not _may_read(state, body.group_id):
+        denied = ErrorCode.group_authorization_failed
+        response = make(types.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=denied, members=())
+        return encode_response(request.header.correlation_id, response)
     if version >= 3:
         leaving = [MemberIdentity(m.member_id, m.group_instance_id) for m in body.members]
     else:

@@ -4,6 +4,8 @@ Admin clients send these to the controller (Kafka's ControllerNodeProvider); the
 controller hands them to its Controller, any other answers NOT_CONTROLLER so the client looks
 the controller up again and retries. The writes are made before the answer, so a client that
 reads metadata after the answer sees them (Kafka's ElectLeaders waits for the same).
+ElectLeaders and AlterPartitionReassignments need ALTER on the cluster, ListPartitionReassignments
+DESCRIBE, else CLUSTER_AUTHORIZATION_FAILED (for the request and each partition it names).
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from barnabas.cluster import NotControllerError
 from barnabas.cluster.leadership import ElectionError
 from barnabas.coordination import CoordinationError, FencedError
 from barnabas.protocol import ErrorCode, Request, encode_response
+from barnabas.security.acl import AclOperation
 
 from ..registry import ApiSpec
+from ._authorize import cluster_allowed
 from ._build import NO_THROTTLE, make, response_types
 from ._needs import ControllerNeeds
 from ._view import view_of
@@ -84,8 +88,14 @@ class ListPartitionReassignmentsRequest:
     topics: tuple[ListPartitionReassignmentsTopics, ...] | None
 
 
+class _Denied(Exception):  # noqa: N818 - a refusal, not an error of ours
+    """The principal may not ask this of the cluster."""
+
+
 def _failure(exc: Exception) -> tuple[ErrorCode, str]:
     """The top-level answer when the controller could not act at all."""
+    if isinstance(exc, _Denied):
+        return ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
     if isinstance(exc, NotControllerError | FencedError):
         return ErrorCode.not_controller, "This broker is not the controller."
     log.warning("controller request failed: %s", exc)
@@ -131,8 +141,10 @@ async def handle_elect_leaders(state: ControllerNeeds, request: Request) -> byte
     top_code, top_message = ErrorCode.none, None
     results: Mapping[TopicPartition, ElectionError | None]
     try:
+        if not cluster_allowed(state, AclOperation.ALTER):
+            raise _Denied
         results = await state.controller.elect_leaders(wanted, preferred=preferred)
-    except (NotControllerError, CoordinationError) as exc:
+    except (NotControllerError, CoordinationError, _Denied) as exc:
         top_code, top_message = _failure(exc)
         results = {tp: ElectionError(top_code, top_message) for tp in wanted or ()}
     election_results = _per_topic(
@@ -163,9 +175,13 @@ async def handle_alter_partition_reassignments(state: ControllerNeeds, request: 
     top_code, top_message = ErrorCode.none, None
     results: Mapping[TopicPartition, ElectionError | None] = {}
     try:
+        if not cluster_allowed(state, AclOperation.ALTER):
+            raise _Denied
         results = await state.controller.alter_reassignments(changes, allow_replication_factor_change=allow_rf_change)
-    except (NotControllerError, CoordinationError) as exc:
+    except (NotControllerError, CoordinationError, _Denied) as exc:
         top_code, top_message = _failure(exc)
+        if isinstance(exc, _Denied):
+            results = {tp: ElectionError(top_code, top_message) for tp in changes}
     responses = _per_topic(
         results,
         lambda name, partitions: make(types.ReassignableTopicResponse, name=name, partitions=partitions),
@@ -192,7 +208,9 @@ def handle_list_partition_reassignments(state: ControllerNeeds, request: Request
         wanted = {(t.name, p) for t in body.topics for p in t.partition_indexes}
     top_code, top_message = ErrorCode.none, None
     ongoing: dict[TopicPartition, Any] = {}
-    if state.controller.fence is None:
+    if not cluster_allowed(state, AclOperation.DESCRIBE):
+        top_code, top_message = _failure(_Denied())
+    elif state.controller.fence is None:
         top_code, top_message = ErrorCode.not_controller, "This broker is not the controller."
     else:
         for name, topic in state.node.topics.topics.items():

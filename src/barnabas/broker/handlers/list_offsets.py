@@ -6,7 +6,8 @@ with the largest timestamp (v7+, KIP-734), -4 earliest local (v8+, equal to earl
 tiered storage). A timestamp t >= 0 finds the first record whose timestamp is >= t; the log
 finds the batch, and this module looks inside it for the exact record, going on to the next
 batches when it holds none (FileRecords.searchForTimestamp: a batch the cleaner emptied keeps its
-maxTimestamp). No such record: offset -1, timestamp -1, no error.
+maxTimestamp). No such record: offset -1, timestamp -1, no error. A topic the principal may not
+DESCRIBE gets TOPIC_AUTHORIZATION_FAILED in each of its partitions.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from dataclasses import dataclass
 
 from barnabas.log import PartitionLog
 from barnabas.protocol import ErrorCode, Request, decode_batch_records, encode_response, parse_batch_header
+from barnabas.security.acl import AclOperation, ResourceType
 
 from ..registry import ApiSpec
+from ._authorize import allowed_names
 from ._build import NO_THROTTLE, make, response_types
 from ._needs import PartitionNeeds
 from ._view import view_of
@@ -81,6 +84,8 @@ def handle(state: PartitionNeeds, request: Request) -> bytes:
     version = request.header.api_version
     types = response_types(API_KEY, version)
     body = view_of(ListOffsetsRequest, request.body)
+    # DESCRIBE on each topic (KafkaApis.handleListOffsetRequest)
+    described = allowed_names(state, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in body.topics))
     topics = []
     for topic in body.topics:
         partitions = []
@@ -93,6 +98,10 @@ def handle(state: PartitionNeeds, request: Request) -> bytes:
                 "offset": -1,
                 "leader_epoch": -1,
             }
+            if topic.name not in described:
+                fields["error_code"] = ErrorCode.topic_authorization_failed
+                partitions.append(make(types.ListOffsetsPartitionResponse, **fields))
+                continue
             found_partition = state.partitions.leader_partition(topic.name, index, requested.current_leader_epoch)
             if isinstance(found_partition, ErrorCode):
                 fields["error_code"] = found_partition

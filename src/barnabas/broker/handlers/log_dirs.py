@@ -4,7 +4,8 @@ Kafka's answer, as ``kafka-log-dirs.sh`` and ``Admin.describeLogDirs`` read it: 
 log dir with its absolute path, every replica in it (leader or follower) with its size in bytes
 and its offset lag (how far the log end is behind the high watermark, never negative), and from
 v4 the volume's total and usable bytes. Null topics means every partition; a requested partition
-this broker does not hold is left out, not an error.
+this broker does not hold is left out, not an error. A principal that may not DESCRIBE the
+cluster gets no result, with CLUSTER_AUTHORIZATION_FAILED from v3 (KafkaApis).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from barnabas.protocol import ErrorCode, Request, encode_response
+from barnabas.security.acl import AclOperation
 
 from ..registry import ApiSpec
+from ._authorize import cluster_allowed
 from ._build import NO_THROTTLE, make, response_types
 from ._needs import NodeNeeds
 from ._view import view_of
@@ -77,10 +80,11 @@ def _dir_result(state: NodeNeeds, types: Any, log_dir: Path, wanted: set[tuple[s
 def handle(state: NodeNeeds, request: Request) -> bytes:
     types = response_types(API_KEY, request.header.api_version)
     wanted = _wanted(view_of(DescribeLogDirsRequest, request.body).topics)
-    results = tuple(_dir_result(state, types, log_dir, wanted) for log_dir in state.node.logs.log_dirs)
-    response = make(
-        types.DescribeLogDirsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, results=results
-    )
+    code, results = ErrorCode.cluster_authorization_failed, ()
+    if cluster_allowed(state, AclOperation.DESCRIBE):
+        code = ErrorCode.none
+        results = tuple(_dir_result(state, types, log_dir, wanted) for log_dir in state.node.logs.log_dirs)
+    response = make(types.DescribeLogDirsResponse, throttle_time=NO_THROTTLE, error_code=code, results=results)
     return encode_response(request.header.correlation_id, response)
 
 

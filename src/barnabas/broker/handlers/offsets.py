@@ -5,6 +5,13 @@ UNKNOWN_TOPIC_OR_PARTITION for its partitions (the rest commit); OffsetFetch ans
 no error for a partition with nothing committed, all of a group's offsets when no topics are
 named, and from v8 several groups at once; a group error before v2 is repeated in every
 partition, as those versions have no top-level error.
+
+Authorization (KafkaApis): OffsetCommit needs READ on the group (else every partition is
+GROUP_AUTHORIZATION_FAILED) and on each topic (TOPIC_AUTHORIZATION_FAILED); OffsetFetch needs
+DESCRIBE on each group (its GROUP_AUTHORIZATION_FAILED) and on each topic named (its partitions'
+TOPIC_AUTHORIZATION_FAILED; asked for all, a group's offsets of other topics are left out);
+OffsetDelete needs DELETE on the group (top-level GROUP_AUTHORIZATION_FAILED) and READ on each
+topic (TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -15,8 +22,10 @@ from typing import Any
 
 from barnabas.groups import OffsetCommitValue, subscribed_topics
 from barnabas.protocol import ErrorCode, Request, encode_response
+from barnabas.security.acl import AclOperation, ResourceType
 
 from ..registry import ApiSpec
+from ._authorize import allowed, allowed_names
 from ._build import NO_THROTTLE, make, response_types
 from ._needs import GroupNeeds
 from ._view import view_of
@@ -24,6 +33,7 @@ from ._view import view_of
 OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
 
 TopicPartition = tuple[str, int]
+_TOPIC_DENIED = ErrorCode.topic_authorization_failed
 
 
 # -- Request views -----------------------------------------------------------------------------
@@ -125,10 +135,15 @@ async def handle_offset_commit(state: GroupNeeds, request: Request) -> bytes:
     now_ms = state.node.now_ms()
     wanted: dict[TopicPartition, OffsetCommitValue] = {}
     errors: dict[TopicPartition, ErrorCode] = {}
+    group_allowed = allowed(state, AclOperation.READ, ResourceType.GROUP, body.group_id)
+    readable = allowed_names(state, AclOperation.READ, ResourceType.TOPIC, (t.name for t in body.topics))
     for topic in body.topics:
         known = state.node.topic(topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
+            if not group_allowed or topic.name not in readable:
+                errors[tp] = ErrorCode.group_authorization_failed if not group_allowed else _TOPIC_DENIED
+                continue
             if known is None or tp[1] not in known.assignment:
                 errors[tp] = ErrorCode.unknown_topic_or_partition
                 continue
@@ -160,9 +175,22 @@ async def handle_offset_commit(state: GroupNeeds, request: Request) -> bytes:
 
 def _fetch_group(
     state: GroupNeeds, group_id: str, topics: Sequence[OffsetFetchRequestTopic] | None
-) -> tuple[ErrorCode, dict[TopicPartition, OffsetCommitValue | None]]:
-    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    return state.groups.fetch_offsets(group_id, wanted)
+) -> tuple[ErrorCode, dict[TopicPartition, OffsetCommitValue | None], set[str]]:
+    """The group's error, its offsets, and the topics asked for that the principal may not describe."""
+    if not allowed(state, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.group_authorization_failed, {}, set()
+    if topics is None:
+        code, offsets = state.groups.fetch_offsets(group_id, None)
+        names = {tp[0] for tp in offsets}
+        visible = allowed_names(state, AclOperation.DESCRIBE, ResourceType.TOPIC, names, log_denied=False)
+        return code, {tp: v for tp, v in offsets.items() if tp[0] in visible}, set()
+    names = {t.name for t in topics}
+    visible = allowed_names(state, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    wanted = [(t.name, p) for t in topics if t.name in visible for p in t.partition_indexes]
+    code, offsets = state.groups.fetch_offsets(group_id, wanted)
+    if code is ErrorCode.none:
+        offsets.update(((t.name, p), None) for t in topics if t.name not in visible for p in t.partition_indexes)
+    return code, offsets, names - visible
 
 
 def _partition_fields(value: OffsetCommitValue | None, error: ErrorCode) -> dict[str, Any]:
@@ -183,17 +211,19 @@ def handle_offset_fetch(state: GroupNeeds, request: Request) -> bytes:
     if version >= 8:
         groups = []
         for group in body.groups:
-            code, offsets = _fetch_group(state, group.group_id, group.topics)
-            results = {tp: _partition_fields(v, ErrorCode.none) for tp, v in offsets.items()}
+            code, offsets, denied = _fetch_group(state, group.group_id, group.topics)
+            results = {tp: _partition_fields(v, _TOPIC_DENIED if tp[0] in denied else ErrorCode.none)
+                       for tp, v in offsets.items()}  # fmt: skip
             topics = _topics_of(types, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions", results)
             groups.append(make(types.OffsetFetchResponseGroup, group_id=group.group_id, topics=topics, error_code=code))
         response = make(types.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
         return encode_response(request.header.correlation_id, response)
-    code, offsets = _fetch_group(state, body.group_id, body.topics)
+    code, offsets, denied = _fetch_group(state, body.group_id, body.topics)
     if code is not ErrorCode.none and version < 2 and body.topics is not None:
         offsets = {(t.name, p): None for t in body.topics for p in t.partition_indexes}
     partition_error = code if version < 2 else ErrorCode.none
-    results = {tp: _partition_fields(v, partition_error) for tp, v in offsets.items()}
+    results = {tp: _partition_fields(v, _TOPIC_DENIED if tp[0] in denied else partition_error)
+               for tp, v in offsets.items()}  # fmt: skip
     topics = _topics_of(types, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition", results)
     response = make(types.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=code)
     return encode_response(request.header.correlation_id, response)
@@ -202,8 +232,22 @@ def handle_offset_fetch(state: GroupNeeds, request: Request) -> bytes:
 async def handle_offset_delete(state: GroupNeeds, request: Request) -> bytes:
     types = response_types(OFFSET_DELETE, request.header.api_version)
     body = view_of(OffsetDeleteRequest, request.body)
-    partitions = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
-    code, results = await state.groups.delete_offsets(body.group_id, partitions, subscribed_topics)
+    if not allowed(state, AclOperation.DELETE, ResourceType.GROUP, body.group_id):
+        response = make(types.OffsetDeleteResponse, error_code=ErrorCode.group_authorization_failed,
+                        throttle_time=NO_THROTTLE, topics=())  # fmt: skip
+        return encode_response(request.header.correlation_id, response)
+    readable = allowed_names(state, AclOperation.READ, ResourceType.TOPIC, (t.name for t in body.topics))
+    partitions = [(t.name, p.partition_index) for t in body.topics if t.name in readable for p in t.partitions]
+    code, results = (
+        await state.groups.delete_offsets(body.group_id, partitions, subscribed_topics)
+        if partitions
+        else (ErrorCode.none, {})
+    )
+    if code is ErrorCode.none:
+        results.update(
+            ((t.name, p.partition_index), _TOPIC_DENIED) for t in body.topics if t.name not in readable
+            for p in t.partitions
+        )  # fmt: skip
     fields = {tp: {"error_code": e} for tp, e in results.items()}
     topics = _topics_of(types, "OffsetDeleteResponseTopic", "OffsetDeleteResponsePartition", fields)
     response = make(types.OffsetDeleteResponse, error_code=code, throttle_time=NO_THROTTLE, topics=topics)

@@ -10,7 +10,8 @@ it (Kafka's DelayedProduce): REQUEST_TIMED_OUT after the request's timeout,
 NOT_LEADER_OR_FOLLOWER if leadership moves meanwhile, and NOT_ENOUGH_REPLICAS_AFTER_APPEND if
 the ISR shrank below ``min.insync.replicas`` while it waited.
 Internal topics (``__consumer_offsets``) are written only by their coordinator: a client's
-produce to one gets INVALID_TOPIC_EXCEPTION, as in Kafka.
+produce to one gets INVALID_TOPIC_EXCEPTION, as in Kafka, whatever the ACLs. A topic the
+principal may not WRITE gets TOPIC_AUTHORIZATION_FAILED before anything else is looked at.
 Batches are appended as opaque bytes (ARCHITECTURE.md: record batches stay opaque), except that
 the log of a compacted topic looks for keyless records: INVALID_RECORD with Kafka's message and
 per-record errors (RecordErrors, v8+).
@@ -34,10 +35,12 @@ from barnabas.protocol import (
     Request,
     encode_produce_response,
 )
+from barnabas.security.acl import AclOperation, ResourceType
 
 from ..partition_service import AppendStarted, append_failure
 from ..registry import CLOSE_CONNECTION, ApiSpec, Response
 from ..replication import LeaderReplica
+from ._authorize import allowed_names
 from ._needs import PartitionNeeds
 
 API_KEY = 0
@@ -82,11 +85,17 @@ def handle(state: PartitionNeeds, request: Request) -> Response | Awaitable[Resp
     results: list[tuple[str, list[ProducePartitionResult]]] = []
     waits: list[_Wait] = []
     in_flight: list[_InFlight] = []
+    # WRITE on each topic (KafkaApis.handleProduceRequest); None: authorization is off.
+    writable = None
+    if state.node.acls is not None:
+        writable = allowed_names(state, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in body.topic_data))
     for topic in body.topic_data:
         partitions: list[ProducePartitionResult] = []
         for data in topic.partition_data:
             if acks not in (-1, 0, 1):
                 outcome = append_failure(data.index, ErrorCode.invalid_required_acks)
+            elif writable is not None and topic.name not in writable:
+                outcome = append_failure(data.index, ErrorCode.topic_authorization_failed)
             elif (known := state.node.topic(topic.name)) is not None and known.internal:
                 outcome = append_failure(
                     data.index, ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic.name}"

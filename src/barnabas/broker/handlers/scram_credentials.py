@@ -13,8 +13,10 @@ Kafka's errors, per user (results name each user once, in the order the request 
   only StoredKey and ServerKey derived from them (``barnabas.cluster.credentials``). The change is
   in this broker's cache when the answer goes, and reaches the others by their watch.
 
-Who may call these is not checked yet: barnabas has no ACLs, and Kafka without an authorizer
-allows every principal too (see docs/security.md).
+Who may call these (KafkaApis): DESCRIBE on the cluster to describe (else the response's
+CLUSTER_AUTHORIZATION_FAILED and no result), ALTER on the cluster to alter (else every user's
+CLUSTER_AUTHORIZATION_FAILED). With authorization off every principal may, as in Kafka without an
+authorizer: turn authorization on before a SCRAM listener is reachable by untrusted clients.
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from typing import Any
 
 from barnabas.coordination import CoordinationError
 from barnabas.protocol import ErrorCode, Request, encode_response
+from barnabas.security.acl import AclOperation
 from barnabas.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential, credential_from_salted
 from barnabas.security.scram import MECHANISMS as SCRAM_MECHANISMS
 
 from ..registry import ApiSpec
+from ._authorize import cluster_allowed
 from ._build import NO_THROTTLE, make, response_types
 from ._needs import NodeNeeds
 from ._view import view_of
@@ -78,6 +82,12 @@ class AlterUserScramCredentialsRequest:
 def describe(state: NodeNeeds, request: Request) -> bytes:
     types = response_types(DESCRIBE_KEY, request.header.api_version)
     names = [user.name for user in view_of(DescribeUserScramCredentialsRequest, request.body).users or ()]
+    if not cluster_allowed(state, AclOperation.DESCRIBE):
+        response = make(
+            types.DescribeUserScramCredentialsResponse, throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.cluster_authorization_failed, error_message=None, results=(),
+        )  # fmt: skip
+        return encode_response(request.header.correlation_id, response)
     known = state.node.credentials.users()
     results = []
     for name in dict.fromkeys(names) if names else known:
@@ -182,9 +192,14 @@ async def alter(state: NodeNeeds, request: Request) -> bytes:
     problems = _problems(body)
     alterations: list[Any] = [*body.deletions, *body.upsertions]
     users = dict.fromkeys(a.name for a in alterations)
+    may_alter = cluster_allowed(state, AclOperation.ALTER)
     results = []
     for user in users:
-        error, message = problems[user] if user in problems else await _apply(state, body, user)
+        message: str | None
+        if not may_alter:
+            error, message = ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
+        else:
+            error, message = problems[user] if user in problems else await _apply(state, body, user)
         results.append(make(types.AlterUserScramCredentialsResult, user=user, error_code=error, error_message=message))
     response = make(types.AlterUserScramCredentialsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
     return encode_response(request.header.correlation_id, response)

@@ -2,6 +2,13 @@
 
 Per-topic failures are answered as that topic's error code and message; one bad topic never
 fails the others. A name listed twice in one request gets INVALID_REQUEST (Kafka's rule).
+
+Authorization (KafkaApis, ControllerApis), per topic, TOPIC_AUTHORIZATION_FAILED when denied:
+CreateTopics needs CREATE on the cluster or on the topic, and answers a created topic's configs
+only to a principal that may DESCRIBE_CONFIGS it; DeleteTopics needs DELETE on the cluster or on
+the topic (a topic named by id that it may not DESCRIBE either is answered without its name);
+CreatePartitions needs ALTER on the topic. Internal topics (``__consumer_offsets``) cannot be
+deleted by clients, whatever the ACLs: INVALID_TOPIC_EXCEPTION.
 """
 
 from __future__ import annotations
@@ -14,9 +21,11 @@ from typing import Any
 from barnabas.cluster import Topic
 from barnabas.config import resolve_topic_config
 from barnabas.protocol import ErrorCode, Request, encode_response
+from barnabas.security.acl import AclOperation, ResourceType
 
 from ..registry import ApiSpec
 from ..topic_admin import TopicAdminError, create_partitions, create_topic, delete_topic
+from ._authorize import allowed, cluster_allowed
 from ._build import NO_THROTTLE, make, response_types
 from ._needs import NodeNeeds
 from ._view import view_of
@@ -122,6 +131,7 @@ async def handle_create_topics(state: NodeNeeds, request: Request) -> bytes:
     types = response_types(CREATE_TOPICS, version)
     body = view_of(CreateTopicsRequest, request.body)
     counts = Counter(t.name for t in body.topics)
+    any_topic = cluster_allowed(state, AclOperation.CREATE, log_denied=False)
     results = []
     for requested in body.topics:
         result: dict[str, Any] = {
@@ -136,6 +146,10 @@ async def handle_create_topics(state: NodeNeeds, request: Request) -> bytes:
                 error_code=ErrorCode.invalid_request,
                 error_message=f"Create topics request from client contains duplicate topic: {requested.name}",
             )
+            results.append(make(types.CreatableTopicResult, **result))
+            continue
+        if not any_topic and not allowed(state, AclOperation.CREATE, ResourceType.TOPIC, requested.name):
+            result.update(error_code=ErrorCode.topic_authorization_failed, error_message="Authorization failed.")
             results.append(make(types.CreatableTopicResult, **result))
             continue
         try:
@@ -157,9 +171,17 @@ async def handle_create_topics(state: NodeNeeds, request: Request) -> bytes:
                 replication_factor=len(topic.assignment[0]),
                 configs=_config_entries(state, types, topic),
             )
+            if not allowed(state, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name, log_denied=False):
+                result.update(configs=(), topic_config_error_code=ErrorCode.topic_authorization_failed)
         results.append(make(types.CreatableTopicResult, **result))
     response = make(types.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
     return encode_response(request.header.correlation_id, response)
+
+
+def _may_delete(state: NodeNeeds, name: str) -> bool:
+    return cluster_allowed(state, AclOperation.DELETE, log_denied=False) or allowed(
+        state, AclOperation.DELETE, ResourceType.TOPIC, name
+    )
 
 
 async def handle_delete_topics(state: NodeNeeds, request: Request) -> bytes:
@@ -190,6 +212,12 @@ async def handle_delete_topics(state: NodeNeeds, request: Request) -> bytes:
         try:
             if name is None:  # neither a name nor an id: answered as delete_topic answers a name it does not know
                 raise TopicAdminError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic.")
+            if not _may_delete(state, name):
+                if wanted_name is None and not allowed(state, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                    name = None  # asked by id: do not disclose the name
+                raise TopicAdminError(ErrorCode.topic_authorization_failed, "Authorization failed.")
+            if (known := state.node.topic(name)) is not None and known.internal:
+                raise TopicAdminError(ErrorCode.invalid_topic_exception, f"Cannot delete internal topic {name}")
             topic = await delete_topic(state.node, name)
         except TopicAdminError as exc:
             results.append(
@@ -224,6 +252,8 @@ async def handle_create_partitions(state: NodeNeeds, request: Request) -> bytes:
         code, message = ErrorCode.none, None
         if counts[requested.name] > 1:
             code, message = ErrorCode.invalid_request, f"Duplicate topic in request: {requested.name}"
+        elif not allowed(state, AclOperation.ALTER, ResourceType.TOPIC, requested.name):
+            code, message = ErrorCode.topic_authorization_failed, "The topic authorization is failed."
         else:
             assignment = [list(a.broker_ids) for a in requested.assignments] if requested.assignments else None
             try:
