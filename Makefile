@@ -57,7 +57,7 @@ unit: $(TEST_STAMP)
 CYCLES ?= 5
 FAULTS ?=
 fault: test-deps
-	BARNABAS_TEST_REPLICATION_CYCLES=$(CYCLES) BARNABAS_TEST_REPLICATION_FAULTS="$(FAULTS)" $(BIN)/pytest tests/fault $(PYTEST_ARGS)
+	BARNABAS_TEST_REPLICATION_CYCLES=$(CYCLES) BARNABAS_TEST_REPLICATION_SPLIT=0 BARNABAS_TEST_REPLICATION_FAULTS="$(FAULTS)" $(BIN)/pytest tests/fault $(PYTEST_ARGS)
 
 # Coverage-guided fuzzing (docs/testing.md, "Fuzzing"): every target for FUZZ_RUNS inputs (FUZZ_TARGET for
 # one), then the stateful tests at length. atheris (libFuzzer in its wheel) is installed here only.

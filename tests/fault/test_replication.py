@@ -7,9 +7,11 @@ of every active segment lost, started again at once)} and each victim in {a part
 the controller}, the victim is failed and brought back, and the cluster must heal (every
 partition led, every ISR full) before the next cycle. At the end every acknowledged value must
 have been consumed exactly once, in per-partition produce order. It runs on the embedded
-SQLite, etcd and ZooKeeper backends, once in ``make test`` (which must stay within its time);
-``BARNABAS_TEST_REPLICATION_CYCLES`` sets how often (``make fault``: 5) and
-``BARNABAS_TEST_REPLICATION_FAULTS`` which failures (names, comma-separated).
+SQLite, etcd and ZooKeeper backends. In ``make test`` (which must stay within its time) the ten
+(failure, victim) pairs are shared out over the three backends, so each pair runs once on one of
+them; ``make fault`` runs every pair on every backend (``BARNABAS_TEST_REPLICATION_SPLIT=0``),
+``BARNABAS_TEST_REPLICATION_CYCLES`` times (5), and ``BARNABAS_TEST_REPLICATION_FAULTS`` picks
+failures (names, comma-separated).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.broker_process import BrokerProcess
-from tests.support.cluster import BrokerCluster
+from tests.support.cluster import CLUSTER_BACKENDS, BrokerCluster
 from tests.support.host_crash import cut_active_segment_tails
 from tests.support.workload import Workload
 
@@ -72,7 +74,19 @@ FAILURES: dict[str, Callable[[BrokerCluster, BrokerProcess], None]] = {
 }
 #: The failures to run (``BARNABAS_TEST_REPLICATION_FAULTS``, comma-separated names; all by default).
 CHOSEN = [f.strip() for f in (os.environ.get("BARNABAS_TEST_REPLICATION_FAULTS") or ",".join(FAILURES)).split(",")]
+ROLES = ("leader", "controller")
+#: Share the (failure, victim) pairs out over the backends (make test) instead of running them all on each.
+SPLIT = os.environ.get("BARNABAS_TEST_REPLICATION_SPLIT", "1") == "1"
 pytestmark = pytest.mark.timeout(300 + 60 * CYCLES * len(CHOSEN))
+
+
+def pairs_for(coordination_url: str) -> list[tuple[str, str]]:
+    """The (failure, victim role) pairs this backend runs: all of them, or its share when split."""
+    pairs = [(name, role) for name in CHOSEN for role in ROLES]
+    if not SPLIT:
+        return pairs
+    backend = CLUSTER_BACKENDS.index(coordination_url.split(":", 1)[0])
+    return pairs[backend :: len(CLUSTER_BACKENDS)]
 
 
 def test_no_acknowledged_message_is_lost_through_broker_failures(
@@ -85,15 +99,13 @@ def test_no_acknowledged_message_is_lost_through_broker_failures(
         workload.wait_acked(200)
         done = []
         for _ in range(CYCLES):
-            for name in CHOSEN:
-                fail = FAILURES[name]
-                for role in ("leader", "controller"):
-                    victim_id = cluster.leader_of(TOPIC, 0) if role == "leader" else cluster.controller()
-                    before = workload.acked_count()
-                    fail(cluster, cluster.brokers[victim_id])
-                    cluster.wait_for(lambda md: cluster.fully_replicated(md, TOPIC), f"healed after {name}")
-                    workload.wait_acked(before + 100)  # the producer goes on after each failure
-                    done.append(f"{name} of the {role} (broker {victim_id})")
+            for name, role in pairs_for(coordination_url):
+                victim_id = cluster.leader_of(TOPIC, 0) if role == "leader" else cluster.controller()
+                before = workload.acked_count()
+                FAILURES[name](cluster, cluster.brokers[victim_id])
+                cluster.wait_for(lambda md: cluster.fully_replicated(md, TOPIC), f"healed after {name}")
+                workload.wait_acked(before + 100)  # the producer goes on after each failure
+                done.append(f"{name} of the {role} (broker {victim_id})")
         result = workload.finish()
     finally:
         workload.finish(timeout_s=1)

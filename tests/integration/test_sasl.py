@@ -161,7 +161,7 @@ def test_a_wrong_login_gets_an_authentication_error_and_no_record_is_accepted(
     topic = unique("refused")
     errors: list[KafkaError] = []
     config = sasl_client(broker.tls_bootstrap("SASL_PLAINTEXT"), mechanism, username, password)
-    producer = Producer({**config, "error_cb": errors.append, "message.timeout.ms": 3000})
+    producer = Producer({**config, "error_cb": errors.append, "message.timeout.ms": 1000})
     producer.produce(topic, b"must not land")
     assert producer.flush(10) == 0, "the message fails (timed out) rather than staying queued"
     assert any(error.code() == KafkaError._AUTHENTICATION for error in errors), errors
