@@ -29,8 +29,9 @@ Rules this module keeps (Kafka's NetworkClient/InFlightRequests semantics):
 - On a SASL listener ``connect`` authenticates before it returns (SaslHandshake v1, then
   SaslAuthenticate until the mechanism is done, KIP-152); a refused mechanism, a failed
   authentication or a server the mechanism does not trust closes the connection and raises
-  BrokerConnectionError. The client does not re-authenticate (KIP-368): a broker that ends the
-  session closes the connection, and callers reconnect.
+  BrokerConnectionError. The client does not re-authenticate (KIP-368): it records when the
+  broker's session ends (``session_ends_at``), so callers can open a new connection before; a
+  request sent after it gets the connection closed, and callers reconnect.
 """
 
 from __future__ import annotations
@@ -179,6 +180,10 @@ class KafkaClient:
         self._can_write.set()
         self._closed = asyncio.Event()
         self._failure: tuple[str, BaseException | None] | None = None
+        #: The broker's SASL session (KIP-368): its length in seconds and when it ends (the event loop's
+        #: clock); None when it does not end (or the connection is not SASL).
+        self.session_lifetime_s: float | None = None
+        self.session_ends_at: float | None = None
 
     @classmethod
     async def connect(
@@ -257,6 +262,10 @@ class KafkaClient:
                 token = sasl.evaluate_challenge(answer.auth_bytes)
             except ValueError as exc:
                 raise BrokerConnectionError(f"{self._where()}: SASL {sasl.mechanism}: {exc}") from exc
+            lifetime_s = answer.session_lifetime.total_seconds()
+            if lifetime_s > 0:  # told with the exchange's last answer (SaslAuthenticate v1+)
+                self.session_lifetime_s = lifetime_s
+                self.session_ends_at = asyncio.get_running_loop().time() + lifetime_s
 
     # -- public API --------------------------------------------------------------------------
 

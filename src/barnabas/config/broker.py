@@ -71,6 +71,13 @@ _L = ConfigType.LONG
 _D = ConfigType.DOUBLE
 _LIST = ConfigType.LIST
 
+
+def _user_principals(value: list[str]) -> str | None:
+    """Each entry is ``User:<name>``: a SASL login's principal type, the only one a proxy logs in as."""
+    bad = [entry for entry in value if not entry.startswith("User:") or entry == "User:"]
+    return f"{bad[0]!r} is not User:<name>" if bad else None
+
+
 BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
     ConfigDef("broker.id", _I, -1, "This broker's id; -1 derives it from a hostname ordinal or meta.properties.",
               at_least(-1)),
@@ -187,6 +194,11 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
     *ADMIN_CONFIG_LIST,
     *SSL_CONFIG_LIST,
     *SASL_CONFIG_LIST,
+    # Not Kafka's (Kafka refuses every authzid that is not the user): barnabas's proxy names its clients so.
+    ConfigDef("sasl.proxy.principals", _LIST, [],
+              "SASL users (User:<name>, comma-separated) trusted to act for another principal by naming it as the "
+              "authorization id (barnabas proxy nodes); the connection's principal is then User:<authzid>.",
+              _user_principals),
     *OAUTHBEARER_CONFIG_LIST,
     *LIMIT_CONFIG_LIST,
     *AUTHORIZER_CONFIG_LIST,

@@ -53,6 +53,7 @@ __all__ = [
     "SSL_CONFIG_LIST",
     "Listener",
     "ListenerConfig",
+    "ListenerSettings",
     "ListenerSetup",
     "SecurityProtocol",
     "listener_override",
@@ -202,6 +203,15 @@ class Settings(Protocol):
     """What resolving listeners reads: settings by Kafka's names (a BrokerConfig)."""
 
     def __getitem__(self, key: str) -> Any: ...
+
+
+class ListenerSettings(Settings, Protocol):
+    """What building a SASL listener reads: settings, and each as one listener sees it (a BrokerConfig, a
+    ProxyConfig: the proxy's client listener is built by the broker's code)."""
+
+    def listener_value(self, listener: str, key: str) -> Any: ...
+
+    def ssl_for(self, listener: str) -> dict[str, Any]: ...
 
 
 _LISTENER = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:/]*):(?P<port>\d+)$")

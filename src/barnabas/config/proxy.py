@@ -1,14 +1,20 @@
-"""Proxy settings under Kafka's names where Kafka has one: listeners, bootstrap servers, timeouts, TLS.
+"""Proxy settings under Kafka's names where Kafka has one: listeners, bootstrap servers, timeouts, TLS, SASL.
 
 A proxy node reads them from ``--config proxy.properties`` and its flags (flags win); an unknown
 key stops it with a one-line reason, as it does a broker.
 
-TLS has two sides. Towards clients the proxy is a broker: its listener is named for its protocol
-(``PLAINTEXT://`` or ``SSL://``) and an SSL listener takes the broker's ``ssl.*`` settings (PEM
-keystore, ``ssl.client.auth`` for mTLS, …). Towards the brokers it is a client:
-``broker.security.protocol`` and the same ``ssl.*`` settings under ``broker.`` (a truststore for
-the brokers' certificates; a keystore if they ask for one). A SASL protocol is refused in one line:
-nothing is served or sent with less protection than configured.
+Security has two sides. Towards clients the proxy is a broker: its one listener's protocol comes
+from ``listener.security.protocol.map`` (by default each protocol's name is its own), an SSL or
+SASL_SSL listener takes the broker's ``ssl.*`` settings (PEM keystore, ``ssl.client.auth`` for mTLS,
+…), and a SASL listener the broker's ``sasl.enabled.mechanisms``, JAAS entries
+(``listener.name.<l>.<mechanism>.sasl.jaas.config``), ``sasl.oauthbearer.*`` and session settings,
+each also per listener as a broker takes them (but ``max.connections``), read by the broker's own
+code. SCRAM's users are in the coordination store, so a SCRAM listener needs ``coordination.url``.
+Towards the brokers it is a client: ``broker.security.protocol`` and the same ``ssl.*`` settings
+under ``broker.`` (a truststore for the brokers' certificates; a keystore if they ask for one), and
+for SASL ``broker.sasl.mechanism`` (PLAIN or SCRAM) with the proxy's own login in
+``broker.sasl.jaas.config``, Kafka client style. Nothing is served or sent with less protection than
+configured: what cannot be honoured stops the proxy in one line.
 """
 
 from __future__ import annotations
@@ -22,11 +28,27 @@ from typing import Any
 from .admin import ADMIN_CONFIG_LIST, AdminListener, parse_admin_listeners
 from .broker import Listener, parse_listener
 from .definitions import ConfigDef, ConfigError, ConfigType, at_least, one_of, parse_host_port, read_properties_file
-from .listeners import SSL_CONFIG_LIST, SSL_CONFIGS, SecurityProtocol, check_ssl_settings
+from .listeners import (
+    DEFAULT_PROTOCOL_MAP,
+    JAAS_CONFIGS,
+    REFUSED_MECHANISMS,
+    SASL_CONFIG_LIST,
+    SSL_CONFIG_LIST,
+    SSL_CONFIGS,
+    SecurityProtocol,
+    check_ssl_settings,
+    listener_override,
+    listener_value,
+    override_key,
+    parse_protocol_map,
+    sasl_mechanisms,
+    ssl_settings,
+)
+from .oauthbearer import OAUTHBEARER_CONFIG_LIST, OAUTHBEARER_LISTENER_CONFIGS
 
 __all__ = ["PROXY_CONFIGS", "ProxyConfig", "load_proxy_config"]
 
-_S, _I, _LIST = ConfigType.STRING, ConfigType.INT, ConfigType.LIST
+_S, _I, _P, _LIST = ConfigType.STRING, ConfigType.INT, ConfigType.PASSWORD, ConfigType.LIST
 
 #: The proxy's client side towards the brokers takes the ssl.* settings under this prefix.
 BROKER_PREFIX = "broker."
@@ -37,6 +59,17 @@ _BROKER_SSL_LIST = tuple(
     for definition in SSL_CONFIG_LIST
     if definition.name not in _SERVER_ONLY
 )
+#: What the proxy logs in to the brokers with (OAUTHBEARER would need a token from an identity provider).
+BROKER_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+#: Mechanisms whose users are in the coordination store.
+_SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+#: What ``listener.name.<l>.`` may prefix on the proxy: what it does for a broker's listener, but max.connections.
+PROXY_LISTENER_CONFIGS: dict[str, ConfigDef] = {
+    **SSL_CONFIGS,
+    "sasl.enabled.mechanisms": SASL_CONFIG_LIST[0],
+    **JAAS_CONFIGS,
+    **OAUTHBEARER_LISTENER_CONFIGS,
+}
 
 PROXY_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
@@ -65,10 +98,20 @@ PROXY_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("max.in.flight.requests.per.connection", _I, 100,
                   "Requests of one client connection the proxy handles at once before it stops reading.", at_least(1)),
         *ADMIN_CONFIG_LIST,
+        ConfigDef("listener.security.protocol.map", _S, DEFAULT_PROTOCOL_MAP,
+                  "The client listener's name to its security protocol."),
         *SSL_CONFIG_LIST,
-        ConfigDef("broker.security.protocol", _S, "PLAINTEXT", "How the proxy connects to the brokers: PLAINTEXT "
-                  "or SSL (then bootstrap.servers names the brokers' SSL listener).", one_of("PLAINTEXT", "SSL")),
+        *(d for d in SASL_CONFIG_LIST if d.name != "sasl.mechanism.inter.broker.protocol"),
+        *OAUTHBEARER_CONFIG_LIST,
+        ConfigDef("broker.security.protocol", _S, "PLAINTEXT", "How the proxy connects to the brokers: PLAINTEXT, "
+                  "SSL, SASL_PLAINTEXT or SASL_SSL (bootstrap.servers names the brokers' listener of that protocol).",
+                  one_of(*(protocol.value for protocol in SecurityProtocol))),
         *_BROKER_SSL_LIST,
+        ConfigDef("broker.sasl.mechanism", _S, "GSSAPI", "What the proxy logs in to the brokers with: PLAIN, "
+                  "SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default GSSAPI is refused)."),
+        ConfigDef("broker.sasl.jaas.config", _P, None, "The proxy's own login to the brokers, as a Kafka client's "
+                  "sasl.jaas.config: PlainLoginModule or ScramLoginModule with username and password. Once a client "
+                  "has authenticated, its connections to the brokers name it as the authorization id."),
     ]
 }  # fmt: skip
 
@@ -86,26 +129,39 @@ class ProxyConfig:
 
     @property
     def protocol(self) -> SecurityProtocol:
-        """The client listener's protocol, from its name (``PLAINTEXT://`` or ``SSL://``).
+        """The client listener's protocol (``listener.security.protocol.map``; by default its name).
 
         Raises:
-            ConfigError: another name, or SASL (not supported yet).
+            ConfigError: a listener name the map does not have, or a malformed map.
         """
         name = self.listener.name
-        try:
-            protocol = SecurityProtocol(name)
-        except ValueError:
-            raise ConfigError(
-                f"listeners: the proxy's listener is named for its protocol, PLAINTEXT:// or SSL://, not {name}://"
-            ) from None
-        if protocol in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL):
-            raise ConfigError(f"listeners: {name} needs SASL, which the proxy does not support yet")
+        protocol = parse_protocol_map(self["listener.security.protocol.map"]).get(name)
+        if protocol is None:
+            raise ConfigError(f"listeners: listener name {name} is not in listener.security.protocol.map")
         return protocol
 
     @property
+    def sasl_mechanisms(self) -> tuple[str, ...]:
+        """The SASL mechanisms the client listener offers; () unless it is SASL.
+
+        Raises:
+            ConfigError: none, GSSAPI, or an unknown one (the broker's checks).
+        """
+        if not self.protocol.uses_sasl:
+            return ()
+        return sasl_mechanisms(self, self.listener.name, self.values.get)
+
+    @property
     def ssl(self) -> dict[str, Any]:
-        """The client listener's ssl.* settings."""
-        return {key: self[key] for key in SSL_CONFIGS}
+        """The client listener's ssl.* settings (its ``listener.name.<l>.ssl.*`` first)."""
+        return self.ssl_for(self.listener.name)
+
+    def ssl_for(self, listener: str) -> dict[str, Any]:
+        return ssl_settings(self, listener, self.values.get)
+
+    def listener_value(self, listener: str, key: str) -> Any:
+        """A per-listener setting (a JAAS entry, an OAUTHBEARER setting) as the listener sees it."""
+        return listener_value(self, listener, key, self.values.get)
 
     @property
     def broker_ssl(self) -> dict[str, Any]:
@@ -116,8 +172,36 @@ class ProxyConfig:
         }
 
     @property
+    def broker_protocol(self) -> SecurityProtocol:
+        return SecurityProtocol(self["broker.security.protocol"])
+
+    @property
     def broker_uses_tls(self) -> bool:
-        return bool(self["broker.security.protocol"] == "SSL")
+        return self.broker_protocol.uses_tls
+
+    @property
+    def broker_sasl_mechanism(self) -> str | None:
+        """What the proxy logs in to the brokers with; None unless ``broker.security.protocol`` is SASL.
+
+        Raises:
+            ConfigError: GSSAPI, OAUTHBEARER or an unknown mechanism, or no ``broker.sasl.jaas.config``.
+        """
+        if not self.broker_protocol.uses_sasl:
+            return None
+        key, mechanism = "broker.sasl.mechanism", str(self["broker.sasl.mechanism"]).upper()
+        hint = f"use {', '.join(BROKER_SASL_MECHANISMS)}"
+        if mechanism in REFUSED_MECHANISMS:
+            raise ConfigError(f"{key}: {REFUSED_MECHANISMS[mechanism]}; {hint}")
+        if mechanism == "OAUTHBEARER":
+            raise ConfigError(f"{key}: the proxy has no token to log in to the brokers with OAUTHBEARER; {hint}")
+        if mechanism not in BROKER_SASL_MECHANISMS:
+            raise ConfigError(f"{key}: unknown SASL mechanism {mechanism}; {hint}")
+        if not self["broker.sasl.jaas.config"]:
+            raise ConfigError(
+                f"broker.sasl.jaas.config: broker.security.protocol={self.broker_protocol.value} needs the proxy's "
+                'own login (... required username="..." password="...";)'
+            )
+        return mechanism
 
     @property
     def advertised(self) -> Listener | None:
@@ -151,21 +235,26 @@ def load_proxy_config(file: Path | None = None, overrides: Mapping[str, str] | N
     raw.update({key: (value, "command line") for key, value in (overrides or {}).items()})
     values = {key: definition.default for key, definition in PROXY_CONFIGS.items()}
     for key, (value, origin) in raw.items():
-        definition = PROXY_CONFIGS.get(key)
-        if definition is None:
-            raise ConfigError(f"unknown setting {key!r} (from {origin})")
+        stored, definition = _definition(key, origin)
         try:
-            values[key] = definition.parse(value)
+            values[stored] = definition.parse(value)
         except ConfigError as exc:
             raise ConfigError(f"{exc} (from {origin})") from None
     config = ProxyConfig(values)
     if len(config["listeners"]) != 1:
         raise ConfigError("listeners: exactly one listener is supported")
-    config.listener  # noqa: B018 - parsed now so that a bad value stops the proxy at once
-    if config.protocol is SecurityProtocol.SSL:
-        check_ssl_settings("SSL", config.ssl)
+    listener = config.listener
+    if config.protocol.uses_tls:
+        check_ssl_settings(listener.name, config.ssl)
+    scram = [mechanism for mechanism in config.sasl_mechanisms if mechanism in _SCRAM]
+    if scram and not config["coordination.url"]:
+        raise ConfigError(
+            f"sasl.enabled.mechanisms: {scram[0]} on the proxy needs coordination.url (its users' credentials are "
+            "in the coordination store), not proxy.peers alone"
+        )
     if config.broker_uses_tls:
         _check_broker_ssl(config.broker_ssl)
+    config.broker_sasl_mechanism  # noqa: B018 - checked now so that a bad value stops the proxy at once
     config.admin_listener  # noqa: B018 - likewise
     advertised = config.advertised
     if advertised is not None and advertised.port == 0:
@@ -175,6 +264,24 @@ def load_proxy_config(file: Path | None = None, overrides: Mapping[str, str] | N
     if config["coordination.url"] and config["proxy.peers"]:
         raise ConfigError("proxy.peers and coordination.url: set one way of finding the other proxy nodes, not both")
     return config
+
+
+def _definition(key: str, origin: str) -> tuple[str, ConfigDef]:
+    """Where ``key``'s value is kept and what parses it: a setting, or one for the listener alone.
+
+    Raises:
+        ConfigError: the proxy takes no such setting.
+    """
+    definition = PROXY_CONFIGS.get(key)
+    if definition is not None:
+        return key, definition
+    try:
+        override = listener_override(key)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (from {origin})") from None
+    if override is None or override[1] not in PROXY_LISTENER_CONFIGS:
+        raise ConfigError(f"unknown setting {key!r} (from {origin})")
+    return override_key(*override), PROXY_LISTENER_CONFIGS[override[1]]
 
 
 def _check_broker_ssl(settings: Mapping[str, Any]) -> None:

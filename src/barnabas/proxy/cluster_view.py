@@ -5,6 +5,11 @@ then the bootstrap addresses): at start, every ``metadata.max.age.ms``, and when
 it stale (a partition without a known leader, NOT_LEADER_OR_FOLLOWER, a broker that cannot be
 reached). Concurrent refreshes share one request. Group coordinators are learnt from the
 FindCoordinator answers the proxy relays and forgotten on NOT_COORDINATOR.
+
+The brokers answer Metadata with the endpoints of the listener the proxy reached them on (its
+protocol is ``broker.security.protocol``'s). The coordination store registers every listener's
+endpoint, so a view taken from the store keeps to that same listener (learnt by matching the
+Metadata's addresses) and leaves out a broker without it, as Kafka's Metadata does.
 """
 
 from __future__ import annotations
@@ -73,6 +78,8 @@ class ClusterView:
         self.coordinators: dict[tuple[int, str], int] = {}
         self.refreshed_at = 0.0
         self._refreshing: asyncio.Task[None] | None = None
+        #: The brokers' listener the proxy uses, once a Metadata answer has matched a stored endpoint.
+        self._listener: str | None = None
 
     # -- lookups ---------------------------------------------------------------------------------
 
@@ -162,7 +169,14 @@ class ClusterView:
 
         A partition whose stored leader is not a live broker has no leader here (-1).
         """
-        self.brokers = {i: BrokerAddress(i, info.host, info.port, info.rack) for i, info in live.items()}
+        self._listener = self._listener or self._listener_of(live)
+        self.brokers = {}
+        for broker_id, info in live.items():
+            endpoint = info.endpoint(self._listener) if self._listener is not None else None
+            if endpoint is not None:
+                self.brokers[broker_id] = BrokerAddress(broker_id, endpoint.host, endpoint.port, info.rack)
+            elif self._listener is None:  # no Metadata matched yet: the registered (inter-broker) endpoint
+                self.brokers[broker_id] = BrokerAddress(broker_id, info.host, info.port, info.rack)
         self.controller_id = controller_id
         self.topic_ids = {name: topic.topic_id for name, topic in topics.items()}
         self.topic_names = {v: k for k, v in self.topic_ids.items()}
@@ -176,6 +190,15 @@ class ClusterView:
         self.partitions = partitions
         self.offsets_partitions = sum(1 for topic, _ in partitions if topic == OFFSETS_TOPIC)
         self.refreshed_at = time.monotonic()
+
+    def _listener_of(self, live: Mapping[int, BrokerInfo]) -> str | None:
+        """The listener whose endpoints the brokers' Metadata answered with (None until one matches)."""
+        for broker_id, info in live.items():
+            known = self.brokers.get(broker_id)
+            for endpoint in info.endpoints:
+                if known is not None and (endpoint.host, endpoint.port) == known.address:
+                    return endpoint.listener
+        return None
 
     def group_coordinator(self, group_id: str) -> BrokerAddress | None:
         """The leader of the group's ``__consumer_offsets`` partition (Kafka's rule), if the view knows it."""

@@ -1,5 +1,8 @@
 """A proxy node's life: read the cluster, listen, relay, keep its view and its peers fresh, drain, stop.
 
+Its security (``security``) is built before anything connects: the client listener's TLS and
+SASL as a broker's listener would serve them, and TLS and the proxy's own login towards the brokers.
+
 Start-up reads the cluster's metadata and every broker's API versions through the bootstrap
 servers before it listens, so the first client already gets a complete answer; a cluster that
 cannot be reached stops the proxy with a one-line reason. The admin endpoint (``admin.listeners``)
@@ -19,10 +22,9 @@ from collections.abc import Callable
 
 from barnabas.client import BrokerConnectionError
 from barnabas.config import ConfigError, ProxyConfig, hostname_ordinal
-from barnabas.config.listeners import SecurityProtocol
 from barnabas.coordination import CoordinationError, Storage, open_storage
 from barnabas.protocol import BufferPool
-from barnabas.security import client_context, server_context
+from barnabas.security import ANONYMOUS
 
 from .admin_endpoint import ProxyAdmin
 from .cluster_view import ClusterView, NoBrokerError
@@ -30,6 +32,8 @@ from .links import BrokerLinks
 from .membership import ProxyMembership
 from .nodes import ProxyNode, ProxyNodes, parse_node_address
 from .router import Router
+from .sasl_gate import SASL_VERSIONS
+from .security import proxy_security
 from .session import ClientSession
 from .store_follower import StoreFollower
 
@@ -47,14 +51,14 @@ REQUEST_BUFFER_POOL_BYTES = 64 * 1024 * 1024
 class Proxy:
     def __init__(self, config: ProxyConfig, *, on_admin_listening: Callable[[int], None] | None = None) -> None:
         self.config = config
-        #: TLS towards clients (an SSL listener) and towards the brokers; built now, so a bad file stops us here.
-        self._client_tls = server_context("SSL", config.ssl) if config.protocol is SecurityProtocol.SSL else None
-        broker_tls = client_context("brokers", config.broker_ssl) if config.broker_uses_tls else None
+        #: TLS and SASL towards clients and towards the brokers; built now, so a bad file stops us here.
+        self.security = proxy_security(config)
         self.links = BrokerLinks(
             client_id="barnabas-proxy",
             connect_timeout_s=int(config["socket.connection.setup.timeout.ms"]) / 1000,
             request_timeout_s=int(config["request.timeout.ms"]) / 1000,
-            tls=broker_tls,
+            tls=self.security.broker_tls,
+            login=self.security.broker_login,
         )
         self.view = ClusterView(config.bootstrap, self.links)
         self.nodes: ProxyNodes | None = None
@@ -94,6 +98,7 @@ class Proxy:
             raise ConfigError(
                 f"cannot read the cluster through {', '.join(config['bootstrap.servers'])}: {exc}"
             ) from None
+        await self._check_acting_for()
         listener = config.listener
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
@@ -102,7 +107,7 @@ class Proxy:
             port=listener.port,
             reuse_address=True,
             start_serving=False,
-            ssl=self._client_tls,
+            ssl=self.security.listener.context,
         )
         bound_port = int(self._server.sockets[0].getsockname()[1])
         self._start_admin()
@@ -112,6 +117,8 @@ class Proxy:
             self.view, self.links, self.nodes, config["broker.rack"], int(config["request.timeout.ms"]) / 1000
         )
         self.router.learn_versions(versions)
+        if self.security.listener.sasl is not None:
+            self.router.advertised.update(SASL_VERSIONS)  # answered by each connection's SASL gate
         await self._server.start_serving()
         self._tasks = [loop.create_task(self._refresh_forever(), name="proxy metadata refresh")]
         if self.membership is None:
@@ -123,6 +130,31 @@ class Proxy:
             self.view.cluster_id, len(self.nodes.nodes),
         )  # fmt: skip
         return host, port
+
+    async def _check_acting_for(self) -> None:
+        """Log in once acting for another principal: brokers that would refuse every client's connection stop
+        the proxy now, in one line, rather than fail each client later.
+
+        Raises:
+            ConfigError: the brokers do not list the proxy's user in ``sasl.proxy.principals``.
+        """
+        broker = next(iter(self.view.brokers.values()), None)
+        if self.security.broker_login is None or broker is None:
+            return
+        probe = self.links.sibling()
+        probe.act_for(ANONYMOUS.name)
+        user = self.security.broker_user
+        try:
+            await probe.get(broker.address)
+        except BrokerConnectionError as exc:
+            if "authorization id" not in str(exc):
+                raise ConfigError(f"cannot log in to broker {broker.broker_id} as User:{user}: {exc}") from None
+            raise ConfigError(
+                f"broker.sasl.jaas.config: broker {broker.broker_id} does not let User:{user} act for the proxy's "
+                f"clients (add it to the brokers' sasl.proxy.principals): {exc}"
+            ) from None
+        finally:
+            await probe.close()
 
     @property
     def bound_port(self) -> int:
@@ -170,7 +202,8 @@ class Proxy:
             self._storage = await open_storage(url)
             self.membership = ProxyMembership(self._storage, nodes, int(config["proxy.session.timeout.ms"]) / 1000)
             await self.membership.start()
-            self.follower = StoreFollower(self._storage, self.view)
+            scram = any(m.startswith("SCRAM-") for m in config.sasl_mechanisms)
+            self.follower = StoreFollower(self._storage, self.view, credentials=scram)
             await self.follower.start()
         except CoordinationError as exc:
             raise ConfigError(f"coordination.url: {exc}") from None
@@ -185,6 +218,8 @@ class Proxy:
             max_in_flight=int(self.config["max.in.flight.requests.per.connection"]),
             requests=self._admin.requests if self._admin is not None else None,
             buffers=self._request_buffers,
+            listener=self.security.listener,
+            credentials=self.follower.credentials if self.follower is not None else None,
         )
 
     def _advertised(self, bound_port: int) -> tuple[str, int]:

@@ -9,6 +9,11 @@ connection's send order, see ``turns``), and answered in the order they arrived,
 per connection. Reading pauses while ``max_in_flight`` requests are unanswered. A request the
 proxy must not answer (a broker-internal API, bytes that do not decode) closes the connection
 with a log line, as a broker does; answers already due are written first.
+
+The connection's principal is what a broker's listener would make of it: on a SASL listener the
+user it logs in as (``sasl_gate``: nothing but ApiVersions and the login is served before), with a
+verified client certificate its mapped name, else ``User:ANONYMOUS``. Its broker connections act
+for that principal once it is known.
 """
 
 from __future__ import annotations
@@ -16,13 +21,17 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+from collections.abc import Coroutine
 from time import perf_counter
 from typing import cast
 
 from barnabas.admin_http import RequestMetrics
 from barnabas.protocol import NEED_DATA, BufferPool, FrameReader, ProtocolError, peek_header
+from barnabas.security import ANONYMOUS, ListenerSecurity, NoMatchingRuleError
+from barnabas.security.sasl import CredentialSource
 
 from .router import Answer, CloseConnectionError, Router
+from .sasl_gate import AUTHENTICATE, HANDSHAKE, GateAnswer, NoScramUsers, SaslGate
 from .turns import TurnChain
 
 __all__ = ["ClientSession"]
@@ -40,7 +49,10 @@ class ClientSession(asyncio.BufferedProtocol):
         max_in_flight: int,
         requests: RequestMetrics | None = None,
         buffers: BufferPool | None = None,
+        listener: ListenerSecurity | None = None,
+        credentials: CredentialSource | None = None,
     ) -> None:
+        """Args: ``listener`` is how the client listener serves (None: PLAINTEXT); ``credentials`` the SCRAM users."""
         self._router = router.for_connection()
         #: Where answered requests are counted with their time (the admin endpoint's /metrics).
         self._requests = requests
@@ -48,6 +60,11 @@ class ClientSession(asyncio.BufferedProtocol):
         self._frames = FrameReader(max_frame, buffers)
         self._router.done_with_frame = self._frames.recycle
         self._max_in_flight = max_in_flight
+        self._max_frame = max_frame
+        self._listener = listener
+        self._credentials = credentials
+        #: The SASL exchange every request passes first (a SASL listener), else None.
+        self._gate: SaslGate | None = None
         self._transport: asyncio.Transport | None = None
         self._peer = "?"
         self._turns = TurnChain()
@@ -67,6 +84,20 @@ class ClientSession(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self._sessions.add(self)
+        listener = self._listener
+        if listener is not None and listener.sasl is not None:
+            client_host = f"/{peer[0]}" if isinstance(peer, tuple) else self._peer
+            self._gate = SaslGate(listener.sasl, self._credentials or NoScramUsers(), client_host)
+            self._frames.max_frame_size = listener.sasl.max_receive_size
+            return
+        try:
+            principal = listener.principal(transport.get_extra_info("ssl_object")) if listener else ANONYMOUS
+        except NoMatchingRuleError as exc:
+            log.warning("client %s: authentication failed: %s; closing the connection", self._peer, exc)
+            self._closing = True
+            self._transport.abort()
+            return
+        self._router.links.act_for(principal.name)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._frames.get_buffer()  # the socket's bytes land in the frame reader, uncopied
@@ -107,6 +138,8 @@ class ClientSession(asyncio.BufferedProtocol):
             self._start(frame)
 
     def _start(self, frame: bytes | memoryview) -> None:
+        if self._gate is not None and not self._pass_gate(self._gate, frame):
+            return
         turn = self._turns.next()
         started = perf_counter()
         try:
@@ -123,13 +156,43 @@ class ClientSession(asyncio.BufferedProtocol):
                 self._requests.record_since(api_key, version, started)
             return answer
 
-        self._answers.append(asyncio.get_running_loop().create_task(handle()))
-        self.idle.clear()
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.get_running_loop().create_task(self._write_answers())
+        self._queue(handle())
         if len(self._answers) >= self._max_in_flight and self._transport is not None and not self._reading_paused:
             self._reading_paused = True
             self._transport.pause_reading()
+
+    def _pass_gate(self, gate: SaslGate, frame: bytes | memoryview) -> bool:
+        """Whether ``frame`` goes on to the router: SASL frames are answered here, others may close the connection."""
+        try:
+            api_key = peek_header(frame)[0]
+        except ProtocolError:
+            api_key = -1
+        refusal = gate.refusal(api_key)
+        if refusal is not None:
+            self._close_after_answers(f"on SASL listener {gate.listener.name}: {refusal}")
+            return False
+        if api_key not in (HANDSHAKE, AUTHENTICATE):
+            return True
+        try:
+            answer = gate.answer(frame)
+        except CloseConnectionError as exc:
+            self._close_after_answers(str(exc))
+            return False
+        principal = gate.principal
+        if principal is not None:  # authenticated (again: the principal cannot change, KIP-368)
+            self._router.links.act_for(principal.name)
+            self._frames.max_frame_size = self._max_frame
+        self._queue(_delayed(answer))
+        if answer.closes:
+            self._close_after_answers(None)
+        return False
+
+    def _queue(self, answer: Coroutine[None, None, Answer]) -> None:
+        """Answer in turn, once ``answer`` is ready."""
+        self._answers.append(asyncio.get_running_loop().create_task(answer))
+        self.idle.clear()
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write_answers())
 
     # -- writing ---------------------------------------------------------------------------------
 
@@ -195,3 +258,10 @@ class ClientSession(asyncio.BufferedProtocol):
     def abort(self) -> None:
         if self._transport is not None:
             self._transport.abort()
+
+
+async def _delayed(answer: GateAnswer) -> Answer:
+    """A SASL answer, after its delay (a failed login's, KIP-306)."""
+    if answer.delay_s > 0:
+        await asyncio.sleep(answer.delay_s)
+    return answer.frame

@@ -5,11 +5,14 @@ controller in the coordination store; a proxy given ``coordination.url`` follows
 brokers' own metadata watchers follow, so a new leader reaches the proxy's routing when the
 controller writes it, before any client is told NOT_LEADER_OR_FOLLOWER. The Metadata the proxy
 reads from brokers (at start, on errors, every ``metadata.max.age.ms``) stays the fallback.
+
+A proxy whose SASL listener offers SCRAM also follows the users' credentials, as every broker does,
+so a user added or changed through any broker logs in through the proxy as soon as the watch reports.
 """
 
 from __future__ import annotations
 
-from barnabas.cluster import BrokerRegistry, MetadataWatcher, TopicStore
+from barnabas.cluster import BrokerRegistry, CredentialStore, MetadataWatcher, TopicStore
 from barnabas.coordination import Storage
 
 from .cluster_view import ClusterView
@@ -18,15 +21,20 @@ __all__ = ["StoreFollower"]
 
 
 class StoreFollower:
-    def __init__(self, storage: Storage, view: ClusterView) -> None:
+    def __init__(self, storage: Storage, view: ClusterView, *, credentials: bool = False) -> None:
+        """Args: ``credentials`` follows the SCRAM users too (:attr:`credentials`)."""
         self.view = view
         self.topics = TopicStore(storage)
         self.brokers = BrokerRegistry(storage.metastore)
-        self.watcher = MetadataWatcher(storage.metastore, self.topics, self.brokers, self._apply)
+        #: Every user's SCRAM credentials (when asked for), as the brokers have them.
+        self.credentials = CredentialStore(storage) if credentials else None
+        self.watcher = MetadataWatcher(storage.metastore, self.topics, self.brokers, self._apply, self.credentials)
 
     async def start(self) -> None:
         """Read everything now, then follow every change."""
         await self.topics.load()
+        if self.credentials is not None:
+            await self.credentials.load()
         await self.watcher.refresh_all()
         self._apply()
         self.watcher.start()

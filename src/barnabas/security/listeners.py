@@ -17,6 +17,9 @@ Rules this module keeps:
   ``user_<name>`` options; SCRAM's users are in coordination, so its entry is needed only where this
   broker logs in as a client. OAUTHBEARER needs one, and its validator and key set are built now
   (``oauthbearer_listener.py``).
+- ``sasl.proxy.principals`` names the users every SASL listener lets act for another (a proxy
+  node naming its client in the authzid). The proxy builds its own SASL client listener with
+  :func:`sasl_listener` too, from settings under the same names.
 - On a SASL inter-broker listener this broker logs in with ``sasl.mechanism.inter.broker.protocol``
   as the ``username`` and ``password`` of that mechanism's JAAS entry on that listener.
 """
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 
 from barnabas.client import SaslClientMechanism
 from barnabas.config import BrokerConfig, ConfigError
-from barnabas.config.listeners import SecurityProtocol
+from barnabas.config.listeners import ListenerSettings, SecurityProtocol
 
 from .jaas import LoginModule, parse_jaas_config
 from .oauthbearer import OAUTHBEARER, TokenValidator
@@ -42,7 +45,16 @@ from .tls import client_context, server_context
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _LOGIN_MODULES = {PLAIN: PLAIN_LOGIN_MODULE, OAUTHBEARER: OAUTHBEARER_LOGIN_MODULE}
 
-__all__ = ["PLAINTEXT_CLIENT", "ClientSecurity", "ListenerSecurity", "client_security", "listener_security"]
+__all__ = [
+    "PLAINTEXT_CLIENT",
+    "ClientSecurity",
+    "ListenerSecurity",
+    "client_security",
+    "jaas_entry",
+    "listener_security",
+    "sasl_listener",
+    "serving_security",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,20 +104,41 @@ def listener_security(config: BrokerConfig) -> tuple[ListenerSecurity, ...]:
     Raises:
         ConfigError: a TLS setting cannot be honoured or a file does not load (one line).
     """
-    result = []
-    for listener in config.listener_setup.listeners:
-        sasl = _sasl_listener(config, listener.name, listener.sasl_mechanisms) if listener.protocol.uses_sasl else None
-        if not listener.protocol.uses_tls:
-            result.append(ListenerSecurity(listener.name, listener.protocol, sasl=sasl))
-            continue
-        settings = config.ssl_for(listener.name)
-        context = server_context(listener.name, settings)
-        mapper = SslPrincipalMapper(settings["ssl.principal.mapping.rules"])
-        result.append(ListenerSecurity(listener.name, listener.protocol, context, mapper, sasl))
-    return tuple(result)
+    proxies = frozenset(principal.removeprefix("User:") for principal in config["sasl.proxy.principals"])
+    return tuple(
+        serving_security(config, listener.name, listener.protocol, listener.sasl_mechanisms, proxies)
+        for listener in config.listener_setup.listeners
+    )
 
 
-def _jaas_entry(config: BrokerConfig, listener: str, mechanism: str) -> LoginModule | None:
+def serving_security(
+    config: ListenerSettings,
+    name: str,
+    protocol: SecurityProtocol,
+    mechanisms: tuple[str, ...] = (),
+    proxy_users: frozenset[str] = frozenset(),
+) -> ListenerSecurity:
+    """How one listener serves (a broker's, or a proxy node's client listener).
+
+    Args:
+        config: the settings, read as listener ``name`` sees them.
+        name: the listener's name.
+        protocol: its security protocol.
+        mechanisms: the SASL mechanisms it offers (checked already); () unless SASL.
+        proxy_users: who may act for another on it (``sasl.proxy.principals``).
+
+    Raises:
+        ConfigError: as :func:`listener_security`.
+    """
+    sasl = sasl_listener(config, name, mechanisms, proxy_users) if protocol.uses_sasl else None
+    if not protocol.uses_tls:
+        return ListenerSecurity(name, protocol, sasl=sasl)
+    settings = config.ssl_for(name)
+    mapper = SslPrincipalMapper(settings["ssl.principal.mapping.rules"])
+    return ListenerSecurity(name, protocol, server_context(name, settings), mapper, sasl)
+
+
+def jaas_entry(config: ListenerSettings, listener: str, mechanism: str) -> LoginModule | None:
     """The listener's one JAAS login module for ``mechanism``, None when it has no entry.
 
     Raises:
@@ -128,11 +161,25 @@ def _jaas_entry(config: BrokerConfig, listener: str, mechanism: str) -> LoginMod
     return modules[0]
 
 
-def _sasl_listener(config: BrokerConfig, listener: str, mechanisms: tuple[str, ...]) -> SaslListener:
+def sasl_listener(
+    config: ListenerSettings, listener: str, mechanisms: tuple[str, ...], proxy_users: frozenset[str] = frozenset()
+) -> SaslListener:
+    """How the SASL listener ``listener`` authenticates (a broker's, or a proxy node's client listener).
+
+    Args:
+        config: the settings, read as ``listener`` sees them.
+        listener: the listener's name.
+        mechanisms: the mechanisms it offers (``sasl.enabled.mechanisms``, checked).
+        proxy_users: who may act for another (``sasl.proxy.principals``; brokers only).
+
+    Raises:
+        ConfigError: a JAAS entry that is missing, does not parse or names the wrong login module, or
+            an OAUTHBEARER validator that cannot be built (one line).
+    """
     users: dict[str, str] = {}
     validator: TokenValidator | None = None
     for mechanism in mechanisms:
-        entry = _jaas_entry(config, listener, mechanism)
+        entry = jaas_entry(config, listener, mechanism)
         if mechanism == OAUTHBEARER:
             validator = oauthbearer_validator(config, listener, entry)
         if mechanism == PLAIN:
@@ -150,6 +197,7 @@ def _sasl_listener(config: BrokerConfig, listener: str, mechanisms: tuple[str, .
         failure_delay_ms=int(config["connection.failed.authentication.delay.ms"]),
         max_receive_size=int(config["sasl.server.max.receive.size"]),
         oauthbearer=validator,
+        proxy_users=proxy_users,
     )
 
 
@@ -171,7 +219,7 @@ def client_security(config: BrokerConfig) -> ClientSecurity:
 def _inter_broker_login(config: BrokerConfig, listener: str) -> Callable[[], SaslClientMechanism]:
     """The client side this broker logs in to others with: the inter-broker mechanism's JAAS username and password."""
     mechanism = str(config["sasl.mechanism.inter.broker.protocol"]).upper()
-    entry = _jaas_entry(config, listener, mechanism)
+    entry = jaas_entry(config, listener, mechanism)
     key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
     if entry is None or "username" not in entry.options or "password" not in entry.options:
         raise ConfigError(f'{key}: the inter-broker login needs username="..." password="..."')

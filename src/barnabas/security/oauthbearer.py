@@ -125,6 +125,8 @@ class OAuthBearerServer:
     def __init__(self, validator: TokenValidator) -> None:
         self._validator = validator
         self.username = ""
+        #: A token names its own principal: no one acts for another over OAUTHBEARER.
+        self.acting_for = ""
         self._complete = False
         self._refused: tuple[str, str] | None = None  # (reason, JSON challenge) awaiting the client's %x01
         self._used = False

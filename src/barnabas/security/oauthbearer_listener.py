@@ -29,8 +29,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from barnabas.config import BrokerConfig, ConfigError
-from barnabas.config.listeners import SSL_CONFIG_LIST, SSL_CONFIGS, override_key
+from barnabas.config import ConfigError
+from barnabas.config.listeners import SSL_CONFIG_LIST, SSL_CONFIGS, ListenerSettings, override_key
 from barnabas.config.oauthbearer import CALLBACK_HANDLER, MECHANISM_PREFIX
 
 from .jaas import LoginModule
@@ -60,13 +60,13 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-def _setting(config: BrokerConfig, listener: str, key: str) -> Any:
+def _setting(config: ListenerSettings, listener: str, key: str) -> Any:
     """``key`` as the listener's OAUTHBEARER mechanism sees it (the most specific form that is set)."""
     own = config.listener_value(listener, MECHANISM_PREFIX + key)
     return own if own is not None else config.listener_value(listener, key)
 
 
-def oauthbearer_validator(config: BrokerConfig, listener: str, entry: LoginModule | None) -> TokenValidator:
+def oauthbearer_validator(config: ListenerSettings, listener: str, entry: LoginModule | None) -> TokenValidator:
     """The validator OAUTHBEARER tokens on ``listener`` are checked with (see the module's rules).
 
     Raises:
@@ -102,7 +102,7 @@ def oauthbearer_validator(config: BrokerConfig, listener: str, entry: LoginModul
     return UnsecuredValidator(entry.options)
 
 
-def _jwt_validator(config: BrokerConfig, listener: str, entry: LoginModule, url: str | None) -> JwtValidator:
+def _jwt_validator(config: ListenerSettings, listener: str, entry: LoginModule, url: str | None) -> JwtValidator:
     if url is None:
         raise ConfigError(f"listener {listener}: The OAuth configuration option {_JWKS_URL} value must be non-null")
     issuer = (_setting(config, listener, "sasl.oauthbearer.expected.issuer") or "").strip() or None
@@ -116,14 +116,14 @@ def _jwt_validator(config: BrokerConfig, listener: str, entry: LoginModule, url:
     return JwtValidator(_key_source(config, listener, entry, url), settings)
 
 
-def _claim_name(config: BrokerConfig, listener: str, key: str) -> str:
+def _claim_name(config: ListenerSettings, listener: str, key: str) -> str:
     name = str(_setting(config, listener, key) or "").strip()
     if not name:
         raise ConfigError(f"listener {listener}: The OAuth configuration option {key} value must not be blank")
     return name
 
 
-def _key_source(config: BrokerConfig, listener: str, entry: LoginModule, url: str) -> KeySource:
+def _key_source(config: ListenerSettings, listener: str, entry: LoginModule, url: str) -> KeySource:
     where = f"listener {listener}: {_JWKS_URL}"
     parts = urllib.parse.urlsplit(url)
     scheme = parts.scheme.lower()

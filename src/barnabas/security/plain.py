@@ -3,7 +3,9 @@
 Rules this module keeps (Kafka's PlainSaslServer, PlainServerCallbackHandler and PlainLoginModule):
 
 - The one client message is ``authzid NUL authcid NUL password`` in UTF-8. The user and the
-  password must not be empty; the authzid must be empty or the user.
+  password must not be empty; the authzid must be empty or the user, unless the user is one of
+  the proxy users (``sasl.proxy.principals``): then it names whom the proxy acts for, and the
+  connection's principal is that name once the proxy's own password is right.
 - The users are the ``user_<name>="<password>"`` options of the listener's
   ``listener.name.<l>.plain.sasl.jaas.config``; ``username`` and ``password`` there are what this
   broker sends as a client on that listener.
@@ -48,9 +50,13 @@ class PlainServer:
     #: A password does not expire: the session is bounded by connections.max.reauth.ms alone.
     expires_ms: int | None = None
 
-    def __init__(self, users: Mapping[str, str]) -> None:
+    def __init__(self, users: Mapping[str, str], proxies: frozenset[str] = frozenset()) -> None:
+        """Args: ``proxies`` are the users who may name another in the authzid (``sasl.proxy.principals``)."""
         self._users = users
+        self._proxies = proxies
         self.username = ""
+        #: The authzid a proxy user acts for; empty when the user acts for itself.
+        self.acting_for = ""
         self._complete = False
         self._used = False
 
@@ -63,7 +69,7 @@ class PlainServer:
 
         Raises:
             SaslAuthenticationError: malformed, an empty user or password, an authzid that is not
-                the user, an unknown user or a wrong password; or a second message.
+                the user (but from a proxy user), an unknown user or a wrong password; or a second message.
         """
         if self._used:
             raise SaslAuthenticationError("PLAIN takes one message")
@@ -79,10 +85,12 @@ class PlainServer:
             raise SaslAuthenticationError("an empty user name or password")
         self.username = username
         if authzid and authzid != username:
-            raise SaslAuthenticationError(
-                "the authorization id differs from the user name",
-                "Authentication failed: Client requested an authorization id that is different from username",
-            )
+            if username not in self._proxies:
+                raise SaslAuthenticationError(
+                    "the authorization id differs from the user name",
+                    "Authentication failed: Client requested an authorization id that is different from username",
+                )
+            self.acting_for = authzid
         expected = self._users.get(username)
         given = password.encode()
         matches = hmac.compare_digest(given, expected.encode() if expected is not None else bytes(len(given)))
@@ -93,12 +101,13 @@ class PlainServer:
 
 
 class PlainClient:
-    """The client side: sends the user and password once."""
+    """The client side: sends the user and password once (and whom it acts for, as a proxy)."""
 
     mechanism = PLAIN
 
-    def __init__(self, username: str, password: str) -> None:
-        self._message = b"\0" + username.encode() + b"\0" + password.encode()
+    def __init__(self, username: str, password: str, authzid: str = "") -> None:
+        """Args: ``authzid`` names the principal a proxy acts for (RFC 4616); empty: the user itself."""
+        self._message = authzid.encode() + b"\0" + username.encode() + b"\0" + password.encode()
 
     def initial_response(self) -> bytes:
         return self._message

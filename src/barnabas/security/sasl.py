@@ -12,12 +12,13 @@ Rules this module keeps (Kafka's SaslServerAuthenticator, KIP-43, KIP-152 and KI
 - A failed exchange fails the connection: it is answered SASL_AUTHENTICATION_FAILED with a
   message that never says whether the user exists, after ``connection.failed.authentication.delay.ms``
   (KIP-306; the caller waits), and closed.
-- Once authenticated the principal is ``User:<name>``. With ``connections.max.reauth.ms`` above 0
-  the session lasts that long (told to the client in SaslAuthenticate v1+), and never longer than
-  the credential (an OAUTHBEARER token's exp, as Kafka's SaslServerAuthenticator bounds it); after
-  it any request but SaslHandshake closes the connection, and a SaslHandshake starts re-authentication (KIP-368),
-  which must use the same mechanism and end with the same principal. Until the session ends the
-  connection serves as before.
+- Once authenticated the principal is ``User:<name>``, or ``User:<authzid>`` when a proxy user
+  (``sasl.proxy.principals``) names whom it acts for; anyone else naming another is refused. With
+  ``connections.max.reauth.ms`` above 0 the session lasts that long (told to the client in
+  SaslAuthenticate v1+), and never longer than the credential (an OAUTHBEARER token's exp, as
+  Kafka's SaslServerAuthenticator bounds it); after it any request but SaslHandshake closes the
+  connection, and a SaslHandshake starts re-authentication (KIP-368), which must use the same
+  mechanism and end with the same principal. Until the session ends the connection serves as before.
 - Before authentication a frame may be at most ``sasl.server.max.receive.size`` bytes.
 """
 
@@ -106,6 +107,8 @@ class SaslListener:
     max_receive_size: int = 524288
     #: How OAUTHBEARER tokens are checked (None unless the listener offers OAUTHBEARER).
     oauthbearer: TokenValidator | None = None
+    #: Users who may act for another by naming it in the authzid (``sasl.proxy.principals``): proxies.
+    proxy_users: frozenset[str] = frozenset()
 
 
 class CredentialSource(Protocol):
@@ -122,6 +125,8 @@ class CredentialSource(Protocol):
 class _Server(Protocol):
     mechanism: str
     username: str
+    #: Whom a proxy user acts for (its authzid); empty when the user acts for itself.
+    acting_for: str
     #: When the credential expires (ms since the epoch); None when it does not.
     expires_ms: int | None
 
@@ -161,6 +166,8 @@ class SaslAuthenticator:
         self._credentials = credentials
         self.state = SaslState.HANDSHAKE
         self.principal: KafkaPrincipal | None = None
+        #: The proxy user that logged in for ``principal``; None when the principal logged in itself.
+        self.proxy: KafkaPrincipal | None = None
         self._server: _Server | None = None
         self._mechanism: str | None = None
         self._session_expires_ms: int | None = None
@@ -210,13 +217,14 @@ class SaslAuthenticator:
         return HandshakeOutcome(ErrorCode.none, enabled)
 
     def _new_server(self, mechanism: str) -> _Server:
+        proxies = self.listener.proxy_users
         if mechanism == PLAIN:
-            return PlainServer(self.listener.plain_users)
+            return PlainServer(self.listener.plain_users, proxies)
         if mechanism == OAUTHBEARER:
             assert self.listener.oauthbearer is not None, "a listener offering OAUTHBEARER has its validator"
             return OAuthBearerServer(self.listener.oauthbearer)
         source = self._credentials
-        return ScramServer(MECHANISMS[mechanism], source.scram_credential, source.mock_secret)
+        return ScramServer(MECHANISMS[mechanism], source.scram_credential, source.mock_secret, proxies=proxies)
 
     def authenticate(self, token: bytes, now_ms: int) -> AuthenticateOutcome:
         """SaslAuthenticate: one token of the exchange; on success the principal is set."""
@@ -235,13 +243,14 @@ class SaslAuthenticator:
         if not server.complete:
             self._move(Event.CHALLENGE)
             return AuthenticateOutcome(ErrorCode.none, answer)
-        principal = KafkaPrincipal("User", server.username)
+        principal = KafkaPrincipal("User", server.acting_for or server.username)
         if reauth and principal != self.principal:
             return self._failed(
                 server, f"re-authentication changed the principal from {self.principal} to {principal}",
                 f"Cannot change principals during re-authentication from {self.principal}: {principal}", reauth,
             )  # fmt: skip
         self.principal = principal
+        self.proxy = KafkaPrincipal("User", server.username) if server.acting_for else None
         self._server = None
         self._move(Event.SUCCESS)
         lifetime = session_lifetime_ms(self.listener.reauth_ms, server.expires_ms, now_ms)
@@ -272,15 +281,23 @@ def session_lifetime_ms(reauth_ms: int, credential_expires_ms: int | None, now_m
     return min(bounds) if bounds else None
 
 
-def sasl_client_factory(mechanism: str, username: str, password: str) -> Callable[[], SaslClientMechanism]:
+def sasl_client_factory(
+    mechanism: str, username: str, password: str, authzid: str = ""
+) -> Callable[[], SaslClientMechanism]:
     """Makes the client side of ``mechanism`` afresh for each connection (a SCRAM exchange has state).
+
+    Args:
+        mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+        username: who logs in.
+        password: its password.
+        authzid: whom it acts for (a proxy naming its client); empty: itself.
 
     Raises:
         ValueError: ``mechanism`` is not one barnabas implements.
     """
     if mechanism == PLAIN:
-        return lambda: PlainClient(username, password)
+        return lambda: PlainClient(username, password, authzid)
     scram = MECHANISMS.get(mechanism)
     if scram is None:
         raise ValueError(f"SASL mechanism {mechanism} is not supported here (use {PLAIN}, {', '.join(MECHANISMS)})")
-    return lambda: ScramClient(scram, username, password)
+    return lambda: ScramClient(scram, username, password, authzid=authzid)

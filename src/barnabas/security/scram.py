@@ -8,10 +8,11 @@ Rules this module keeps (Kafka's ScramFormatter, ScramMessages, ScramSaslServer 
   and PBKDF2 are hashlib's and hmac's, never our own.
 - The server takes client-first ``n,[a=authzid],n=user,r=nonce``: no channel binding (gs2 flag
   ``n`` only, as Kafka), no extensions (``tokenauth`` is Kafka's delegation tokens, not built), and
-  an authzid that is empty or the user. It answers server-first with the client's nonce extended by
-  its own, the salt and the iterations; then takes client-final ``c=…,r=…,p=…``, where ``c`` must be
-  the base64 of the client's gs2 header and ``r`` the combined nonce, checks the proof and answers
-  server-final ``v=ServerSignature``.
+  an authzid that is empty or the user, unless the user is a proxy user (``sasl.proxy.principals``):
+  then the authzid names whom it acts for (the principal, once the proxy's own proof is right). It
+  answers server-first with the client's nonce extended by its own, the salt and the iterations;
+  then takes client-final ``c=…,r=…,p=…``, where ``c`` must be the base64 of the client's gs2
+  header and ``r`` the combined nonce, checks the proof and answers server-final ``v=ServerSignature``.
 - Every malformed message, nonce mismatch, unknown user or wrong proof raises
   SaslAuthenticationError; a failed server stays failed. Proofs are compared with
   ``hmac.compare_digest``.
@@ -19,8 +20,9 @@ Rules this module keeps (Kafka's ScramFormatter, ScramMessages, ScramSaslServer 
   the default iteration count), so the exchange goes the same way and costs the same as for a
   known user whose proof is wrong, and the same name always gets the same salt: nothing tells an
   unknown user from a wrong password (Kafka's mock credentials in ScramSaslServer).
-- The client (a broker connecting to another) checks the server's nonce starts with its own and
+- The client (a broker connecting to another, the proxy) checks the server's nonce starts with its own and
   the server's signature in constant time; a server that answers ``e=…`` or a wrong signature fails it.
+  A proxy's client names whom it acts for in the gs2 header (``n,a=<authzid>,``), repeated in ``c=``.
 """
 
 from __future__ import annotations
@@ -196,9 +198,14 @@ class ScramServer:
         mock_secret: bytes,
         *,
         server_nonce: str | None = None,
+        proxies: frozenset[str] = frozenset(),
     ) -> None:
-        """Args: ``server_nonce`` fixes the server's part of the nonce (RFC test vectors); random otherwise."""
+        """Args: ``server_nonce`` fixes the server's part of the nonce (RFC test vectors); random otherwise.
+        ``proxies`` are the users who may name another in the authzid (``sasl.proxy.principals``)."""
         self.mechanism = mechanism.name
+        self._proxies = proxies
+        #: The authzid a proxy user acts for; empty when the user acts for itself.
+        self.acting_for = ""
         self._server_nonce = server_nonce
         self._scram = mechanism
         self._credentials = credentials
@@ -249,10 +256,12 @@ class ScramServer:
             raise SaslAuthenticationError("malformed user name in the client-first message")
         self.username = username
         if authzid and authzid != username:
-            raise SaslAuthenticationError(
-                "the authorization id differs from the user name",
-                "Authentication failed: Client requested an authorization id that is different from username",
-            )
+            if username not in self._proxies:
+                raise SaslAuthenticationError(
+                    "the authorization id differs from the user name",
+                    "Authentication failed: Client requested an authorization id that is different from username",
+                )
+            self.acting_for = authzid
         stored = self._credentials(self._scram, username)
         self._known_user = stored is not None
         credential = stored if stored is not None else mock_credential(self._scram, self._mock_secret, username)
@@ -298,18 +307,22 @@ class _ClientStep(enum.Enum):
 class ScramClient:
     """The client side of one SCRAM exchange (Kafka's ScramSaslClient), for a broker's own connections."""
 
-    def __init__(self, mechanism: ScramMechanism, username: str, password: str, nonce: str | None = None) -> None:
+    def __init__(
+        self, mechanism: ScramMechanism, username: str, password: str, nonce: str | None = None, authzid: str = ""
+    ) -> None:
+        """Args: ``authzid`` names the principal a proxy acts for (RFC 5802's ``a=``); empty: the user itself."""
         self.mechanism = mechanism.name
         self._scram = mechanism
         self._password = password
         self._nonce = nonce if nonce is not None else secrets.token_urlsafe(24)
+        self._gs2_header = f"n,a={_encode_name(authzid)}," if authzid else "n,,"
         self._client_first_bare = f"n={_encode_name(username)},r={self._nonce}"
         self._step = _ClientStep.SERVER_FIRST
         self._server_signature = b""
 
     def initial_response(self) -> bytes:
-        """client-first-message: no channel binding, no authzid."""
-        return f"n,,{self._client_first_bare}".encode()
+        """client-first-message: no channel binding; the authzid when acting for another."""
+        return f"{self._gs2_header}{self._client_first_bare}".encode()
 
     def evaluate_challenge(self, challenge: bytes) -> bytes | None:
         """Take the server's message: the client-final message to send, or None once the server is verified.
@@ -341,7 +354,7 @@ class ScramClient:
             raise SaslAuthenticationError(f"{iterations} iterations is less than the minimum {MIN_ITERATIONS}")
         scram = self._scram
         salted = salted_password(scram, self._password, salt, iterations)
-        without_proof = f"c={base64.b64encode(b'n,,').decode()},r={nonce}"
+        without_proof = f"c={base64.b64encode(self._gs2_header.encode()).decode()},r={nonce}"
         auth_message = f"{self._client_first_bare},{message},{without_proof}".encode()
         client_key = scram.hmac(salted, b"Client Key")
         signature = scram.hmac(scram.hash(client_key), auth_message)

@@ -36,11 +36,12 @@ def test_the_broker_side_takes_the_same_settings_under_broker() -> None:
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"listeners": "SASL_SSL://127.0.0.1:9193"}, "listeners: SASL_SSL needs SASL, which the proxy does not"),
-        ({"listeners": "CLIENTS://127.0.0.1:9193"}, "listeners: the proxy's listener is named for its protocol"),
+        ({"listeners": "SASL_SSL://127.0.0.1:9193", "sasl.enabled.mechanisms": "PLAIN"},
+         "listener SASL_SSL: SSL needs a keystore"),
+        ({"listeners": "CLIENTS://127.0.0.1:9193"}, "listener name CLIENTS is not in listener.security.protocol.map"),
         ({"listeners": "SSL://127.0.0.1:9193"}, "listener SSL: SSL needs a keystore"),
         ({"listeners": "SSL://127.0.0.1:9193", "ssl.keystore.location": "/k.pem"}, "ssl.keystore.type"),
-        ({"broker.security.protocol": "SASL_SSL"}, "broker.security.protocol"),
+        ({"broker.security.protocol": "TLS"}, "broker.security.protocol: 'TLS' is not one of PLAINTEXT, SSL"),
         ({"broker.security.protocol": "SSL", "broker.ssl.truststore.location": "/ca.jks"},
          "broker.ssl.truststore.type: barnabas reads PEM stores only, not JKS"),
         ({"broker.ssl.client.auth": "required"}, "unknown setting 'broker.ssl.client.auth'"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from barnabas.cluster import BrokerEndpoint, BrokerInfo
 from barnabas.proxy.cluster_view import BrokerAddress, ClusterView, PartitionInfo
 from barnabas.proxy.links import BrokerLinks
 
@@ -82,3 +83,22 @@ def test_forgetting_a_coordinator_forgets_only_that_one() -> None:
     view.forget_coordinator(0, "g")
     view.forget_coordinator(0, "never-known")
     assert view.coordinators == {(1, "g"): 102}
+
+
+def _registered(broker_id: int, port: int, *, sasl: bool = True) -> BrokerInfo:
+    """A broker as it registers in coordination: its inter-broker endpoint first, then every listener's."""
+    endpoints = [BrokerEndpoint("PLAINTEXT", f"broker-{broker_id}.internal", port)]
+    endpoints += [BrokerEndpoint("CLIENTS", f"broker-{broker_id}.example", port + 1, "SASL_SSL")] if sasl else []
+    return BrokerInfo(broker_id, f"broker-{broker_id}.internal", port, "r1", endpoints=tuple(endpoints))
+
+
+def test_the_store_view_keeps_to_the_listener_the_metadata_answered_with() -> None:
+    """The proxy bootstraps from the brokers' SASL_SSL listener: the store's view must not fall back to PLAINTEXT."""
+    view = empty_view()
+    view.brokers = {1: BrokerAddress(1, "broker-1.example", 9093, "r1")}  # as the CLIENTS listener's Metadata said
+    view.apply_store({}, {}, {1: _registered(1, 9092), 2: _registered(2, 9192), 3: _registered(3, 9292, sasl=False)},
+                     controller_id=2)  # fmt: skip
+    assert view.brokers == {
+        1: BrokerAddress(1, "broker-1.example", 9093, "r1"),
+        2: BrokerAddress(2, "broker-2.example", 9193, "r1"),
+    }, "broker 3 has no CLIENTS listener: left out, as Kafka's Metadata leaves it out"

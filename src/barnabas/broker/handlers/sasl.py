@@ -6,6 +6,7 @@ SaslHandshake is served in v1 only: v0 meant raw SASL tokens after it, which Kaf
 (KIP-896) and no client barnabas is tested with sends. A failure (an unsupported mechanism, bad
 credentials, a malformed message) is logged with its reason, counted, and answered after
 ``connection.failed.authentication.delay.ms`` (KIP-306); the connection closes after the answer.
+A proxy user's login for another principal (``sasl.proxy.principals``) is logged with both names.
 """
 
 from __future__ import annotations
@@ -83,6 +84,9 @@ async def authenticate(state: NodeNeeds, request: Request) -> bytes:
         state.node.metrics.authenticated(sasl.listener.name, success=True, reauthentication=outcome.reauthentication)
         log.debug("%s authenticated as %s on listener %s (%s)", CLIENT_HOST.get(), sasl.principal, sasl.listener.name,
                   mechanism)  # fmt: skip
+        if sasl.proxy is not None and not outcome.reauthentication:  # sasl.proxy.principals: who speaks for whom
+            log.info("%s: proxy principal %s acts for %s on listener %s (%s)", CLIENT_HOST.get(), sasl.proxy,
+                     sasl.principal, sasl.listener.name, mechanism)  # fmt: skip
     response = make(
         types.SaslAuthenticateResponse,
         error_code=outcome.error,
