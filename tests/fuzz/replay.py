@@ -4,7 +4,10 @@ Every target gets every file of every corpus (its own first), so an input found 
 target, stays a test for all of them. An input fails as it fails a fuzzing run: an exception the
 target lets out, more than ``SLOW_S`` seconds, or memory beyond an address-space limit of
 ``EXTRA_MB`` over what the process maps once the targets are loaded; native code that aborts on a
-refused allocation takes the process down, and the last ``started`` line names the input.
+refused allocation takes the process down, and the last ``started`` line names the input. One
+more, which only a replay can afford to check: an input of a few KB that raises the process's peak
+resident memory by more than ``PEAK_MB`` (a decompression bomb a decoder expanded, which the
+address-space limit lets through), measured on Linux from VmHWM, reset before each input.
 
 Lines: ``{"started": target, "input": path}`` before each input, then per target
 ``{"target": name, "inputs": n, "failures": [...], "seconds": s}``. ``tests/fuzz/test_corpus_replay.py``
@@ -17,6 +20,7 @@ import json
 import sys
 import time
 import traceback
+from pathlib import Path
 
 from tests.fuzz.run import CORPUS, corpus_files, limit_address_space
 from tests.fuzz.targets import NAMES, load
@@ -25,6 +29,26 @@ from tests.fuzz.targets import NAMES, load
 SLOW_S = 2.0
 #: Address space the replay may map beyond what the process maps when it starts replaying.
 EXTRA_MB = 2048
+#: How far one input may raise peak RSS: the decoders' default bound on what a batch may decompress
+#: to (protocol.MAX_RECORDS_BYTES, 64 MiB) and some room, well under what an 8 KB bomb expands to.
+PEAK_MB = 100
+
+_STATUS = Path("/proc/self/status")
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+def _status_mb(field: str) -> float:
+    line = next(line for line in _STATUS.read_text().splitlines() if line.startswith(f"{field}:"))
+    return int(line.split()[1]) / 1024
+
+
+def _reset_peak() -> float | None:
+    """Reset VmHWM to the current RSS and return that RSS in MiB; None where Linux's clear_refs is missing."""
+    try:
+        _CLEAR_REFS.write_text("5")
+    except OSError:
+        return None
+    return _status_mb("VmRSS")
 
 
 def replay(names: list[str]) -> bool:
@@ -41,6 +65,7 @@ def replay(names: list[str]) -> bool:
         for path in inputs:
             where = str(path.relative_to(CORPUS))
             print(json.dumps({"started": name, "input": where}), flush=True)
+            rss = _reset_peak()
             begun = time.perf_counter()
             try:
                 target.run(path.read_bytes()[: target.max_len])
@@ -49,6 +74,8 @@ def replay(names: list[str]) -> bool:
                 continue
             if time.perf_counter() - begun > SLOW_S:
                 failures.append(f"{where}: took {time.perf_counter() - begun:.1f} s")
+            if rss is not None and (grown := _status_mb("VmHWM") - rss) > PEAK_MB:
+                failures.append(f"{where}: raised peak memory by {grown:.0f} MiB")
         seconds = round(time.perf_counter() - started, 2)
         print(json.dumps({"target": name, "inputs": len(inputs), "failures": failures, "seconds": seconds}))
         clean = clean and not failures

@@ -299,7 +299,8 @@ def reconcile_local_logs(state: NodeState) -> None:
     """Make local logs match storage: create missing replicas, delete logs of deleted topics.
 
     A log whose topic was deleted, or deleted and re-created under a new id, while this broker
-    was down is removed, as Kafka's StopReplica with deletion would.
+    was down is removed, as Kafka's StopReplica with deletion would. A topic whose stored
+    document does not read is not a deleted one: its logs stay (TopicStore.unreadable_topics).
     """
     expected = {
         (topic.name, partition): topic
@@ -307,9 +308,12 @@ def reconcile_local_logs(state: NodeState) -> None:
         for partition, replicas in topic.assignment.items()
         if state.broker_id in replicas
     }
+    unreadable = state.topics.unreadable_topics
     for name, partition in list(state.logs.partitions()):
         partition_log = state.logs.get(name, partition)
         topic = expected.get((name, partition))
+        if topic is None and name in unreadable:
+            continue
         stale_id = (
             partition_log is not None
             and topic is not None

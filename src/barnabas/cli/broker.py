@@ -110,6 +110,7 @@ async def _serve(
 ) -> int:
     from barnabas.broker import Broker
     from barnabas.cluster.claims import ClaimRefusedError
+    from barnabas.cluster.stored_values import CorruptValueError
     from barnabas.config import ConfigError
     from barnabas.coordination import CoordinationError
     from barnabas.log.errors import LogError
@@ -134,8 +135,8 @@ async def _serve(
             return 0
         signalled.cancel()
         starting.result()
-    except (ConfigError, LogError, CoordinationError, ClaimRefusedError) as exc:
-        raise CliError(str(exc)) from None
+    except (ConfigError, LogError, CoordinationError, ClaimRefusedError, CorruptValueError) as exc:
+        raise CliError(str(exc)) from None  # a value the start needs (cluster id, epoch counter) does not read
     except OSError as exc:
         raise CliError(f"cannot start: {exc}") from None
     if port_file is not None:

@@ -23,12 +23,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from dataclasses import dataclass
-from typing import Any
 
 from barnabas.coordination import GroupMembership, Metastore, Session, Storage, VersionConflictError
 
+from .stored_values import CorruptValueError, StoredDocument, decimal_value
+
 __all__ = ["BROKERS_GROUP", "BROKER_EPOCHS_PREFIX", "BrokerEndpoint", "BrokerInfo", "BrokerRegistry"]
+
+log = logging.getLogger(__name__)
 
 BROKERS_GROUP = "brokers"
 BROKER_EPOCHS_PREFIX = "broker_epochs/"
@@ -47,8 +51,15 @@ class BrokerEndpoint:
         return {"listener": self.listener, "host": self.host, "port": self.port, "protocol": self.security_protocol}
 
     @classmethod
-    def from_json(cls, document: dict[str, Any]) -> BrokerEndpoint:
-        return cls(str(document["listener"]), str(document["host"]), int(document["port"]), str(document["protocol"]))
+    def from_json(cls, document: StoredDocument) -> BrokerEndpoint:
+        """One entry of a registration's ``endpoints``.
+
+        Raises:
+            CorruptValueError: a field is missing or of another type.
+        """
+        return cls(
+            document.text("listener"), document.text("host"), document.integer("port"), document.text("protocol")
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,15 +92,20 @@ class BrokerInfo:
 
     @classmethod
     def from_json(cls, broker_id: int, data: bytes) -> BrokerInfo:
-        document = json.loads(data)
+        """Broker ``broker_id``'s registration, its member data in the ``brokers`` group.
+
+        Raises:
+            CorruptValueError: the value is not a registration as barnabas writes it.
+        """
+        document = StoredDocument(data, f"the registration of broker {broker_id}")
         return cls(
             broker_id,
-            str(document["host"]),
-            int(document["port"]),
-            document.get("rack"),
-            int(document.get("epoch", -1)),
-            bool(document.get("clean", False)),
-            tuple(BrokerEndpoint.from_json(endpoint) for endpoint in document.get("endpoints", ())),
+            document.text("host"),
+            document.integer("port"),
+            document.optional_text("rack"),
+            document.integer("epoch", -1),
+            document.flag("clean", False),
+            tuple(BrokerEndpoint.from_json(endpoint) for endpoint in document.documents("endpoints")),
         )
 
 
@@ -100,6 +116,8 @@ class BrokerRegistry:
         self.membership = GroupMembership(metastore, BROKERS_GROUP)
         self._storage = Storage(metastore)
         self.live: dict[int, BrokerInfo] = {}
+        #: Members left out of ``live`` at the last refresh (their data), so each is logged once.
+        self._ignored: dict[str, bytes] = {}
         #: Bumped whenever ``live`` may have changed (see TopicStore.generation).
         self.generation = 0
 
@@ -127,10 +145,16 @@ class BrokerRegistry:
         return registered
 
     async def _next_epoch(self, broker_id: int) -> int:
+        """The next broker epoch from the counter; a counter that does not read stops the registration.
+
+        Raises:
+            CorruptValueError: the counter is not a number. Starting over at 1 could hand out an
+                epoch the broker had before, which is what epochs exist to tell apart (KIP-380).
+        """
         key = f"{BROKER_EPOCHS_PREFIX}{broker_id}"
         while True:
             current = await self._storage.get(key)
-            epoch = int(current.value) + 1 if current is not None else 1
+            epoch = decimal_value(current.value, f"the epoch counter {key}") + 1 if current is not None else 1
             try:
                 await self._storage.compare_and_set(key, str(epoch).encode(), current.version if current else 0)
             except VersionConflictError:
@@ -141,19 +165,39 @@ class BrokerRegistry:
         await self.membership.leave(session, str(broker_id))
 
     async def read(self, broker_id: int) -> BrokerInfo | None:
-        """Read one broker's registration now (not from the cache): None if it is not registered."""
+        """Read one broker's registration now (not from the cache): None if it is not registered.
+
+        A registration that does not read is logged and taken as none, as :meth:`refresh` takes it:
+        the broker's incarnation cannot be told, so it does not join an ISR.
+        """
         data = await self.membership.member(str(broker_id))
-        return BrokerInfo.from_json(broker_id, data) if data is not None else None
+        if data is None:
+            return None
+        try:
+            return BrokerInfo.from_json(broker_id, data)
+        except CorruptValueError as exc:
+            log.warning("taking broker %d as not registered: %s", broker_id, exc)
+            return None
 
     async def refresh(self) -> dict[int, BrokerInfo]:
-        """Re-read the live brokers from storage."""
+        """Re-read the live brokers from storage.
+
+        A member that is not a broker id, or whose registration does not read, is left out and
+        logged: the cluster treats it as not live (no leadership, out of ISRs), which is what a
+        broker nobody can reach is, rather than failing every broker's view of the cluster.
+        """
         members = await self.membership.members()
         live = {}
+        ignored: dict[str, bytes] = {}
         for member, data in members.items():
             try:
+                if not (member.isdigit() and member.isascii()):
+                    raise CorruptValueError(f"member {member[:60]!r} of the brokers group", "not a broker id")
                 live[int(member)] = BrokerInfo.from_json(int(member), data)
-            except (ValueError, KeyError):
-                continue  # not a broker registration; ignore rather than fail the cluster
-        self.live = live
+            except CorruptValueError as exc:
+                ignored[member] = data
+                if self._ignored.get(member) != data:  # once per value, not on every refresh
+                    log.warning("taking it as a broker that is not live: %s", exc)
+        self.live, self._ignored = live, ignored
         self.generation += 1
         return live

@@ -32,6 +32,8 @@ from pathlib import Path
 
 from barnabas.coordination import KeyExistsError, Storage, VersionConflictError
 
+from .stored_values import CorruptValueError, StoredDocument
+
 __all__ = ["CLAIMS_PREFIX", "BrokerClaim", "ClaimRefusedError", "PendingClaim", "check_claim", "record_claim"]
 
 log = logging.getLogger(__name__)
@@ -58,9 +60,14 @@ class BrokerClaim:
         return json.dumps(document).encode()
 
     @classmethod
-    def from_bytes(cls, raw: bytes) -> BrokerClaim:
-        document = json.loads(raw)
-        return cls(int(document["broker_id"]), str(document["cluster_id"]), frozenset(document["directories"]))
+    def from_bytes(cls, raw: bytes, what: str = "a broker's claim") -> BrokerClaim:
+        """A claim as :meth:`to_bytes` wrote it.
+
+        Raises:
+            CorruptValueError: the value is not a claim as barnabas writes it.
+        """
+        document = StoredDocument(raw, what)
+        return cls(document.integer("broker_id"), document.text("cluster_id"), frozenset(document.texts("directories")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,14 +97,19 @@ async def check_claim(
     have moved the claim away from the running broker's dirs.
 
     Raises:
-        ClaimRefusedError: a claimed dir is missing and ``replace`` was not given.
+        ClaimRefusedError: a claimed dir is missing and ``replace`` was not given, or the stored
+            claim does not read (taking it as absent would give up the very check it is for).
         CoordinationError: the store cannot be read.
     """
     ours = BrokerClaim(broker_id, cluster_id, frozenset(directory_ids.values()))
-    stored = await storage.get(f"{CLAIMS_PREFIX}{broker_id}")
+    key = f"{CLAIMS_PREFIX}{broker_id}"
+    stored = await storage.get(key)
     if stored is None:
         return PendingClaim(ours, 0, frozenset(), ours.directory_ids)
-    claim = BrokerClaim.from_bytes(stored.value)
+    try:
+        claim = BrokerClaim.from_bytes(stored.value, f"broker {broker_id}'s claim {key}")
+    except CorruptValueError as exc:
+        raise ClaimRefusedError(f"{exc}; repair it, or delete it to let this start claim its log dirs anew") from None
     missing = claim.directory_ids - ours.directory_ids
     if missing and not replace:
         raise ClaimRefusedError(_refusal(claim, missing, directory_ids, fresh_dirs))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import secrets
 from collections.abc import Iterable, Mapping
 from urllib.parse import quote, unquote
@@ -26,7 +27,11 @@ from urllib.parse import quote, unquote
 from barnabas.coordination import Check, Delete, KeyExistsError, Put, Storage, VersionConflictError, Versioned
 from barnabas.security.scram import MECHANISMS, ScramCredential, ScramMechanism
 
+from .stored_values import CorruptValueError, StoredDocument
+
 __all__ = ["CREDENTIALS_PREFIX", "MOCK_SECRET_KEY", "CredentialStore", "credential_key"]
+
+log = logging.getLogger(__name__)
 
 CREDENTIALS_PREFIX = "credentials/scram/"
 MOCK_SECRET_KEY = "credentials_secret"
@@ -53,14 +58,29 @@ def _to_json(credential: ScramCredential) -> bytes:
     }).encode()  # fmt: skip
 
 
-def _from_json(data: bytes) -> ScramCredential:
-    document = json.loads(data)
+def _from_json(data: bytes, key: str) -> ScramCredential:
+    """The credential stored under ``key``.
+
+    Raises:
+        CorruptValueError: the value is not a credential as barnabas writes it.
+    """
+    document = StoredDocument(data, f"the credential {key}")
     return ScramCredential(
-        base64.b64decode(document["salt"]),
-        base64.b64decode(document["stored_key"]),
-        base64.b64decode(document["server_key"]),
-        int(document["iterations"]),
+        document.base64_bytes("salt"),
+        document.base64_bytes("stored_key"),
+        document.base64_bytes("server_key"),
+        document.integer("iterations"),
     )
+
+
+def _readable(key: str, data: bytes) -> ScramCredential | None:
+    """The credential, or None (logged) when it does not read: that user then has no credential for
+    the mechanism, as if it had been deleted, and cannot authenticate with it; every other user can."""
+    try:
+        return _from_json(data, key)
+    except CorruptValueError as exc:
+        log.warning("ignoring %s", exc)
+        return None
 
 
 class CredentialStore:
@@ -95,8 +115,8 @@ class CredentialStore:
         cache = {}
         for key, versioned in listed.items():
             parsed = _parse_key(key)
-            if parsed is not None:
-                cache[parsed] = _from_json(versioned.value)
+            if parsed is not None and (credential := _readable(key, versioned.value)) is not None:
+                cache[parsed] = credential
         self._cache = cache
         if not self._mock_secret:
             self._mock_secret = await self._secret()
@@ -121,10 +141,11 @@ class CredentialStore:
             if parsed is None:
                 continue
             versioned = await self._storage.get(key)
-            if versioned is None:
+            credential = _readable(key, versioned.value) if versioned is not None else None
+            if credential is None:
                 self._cache.pop(parsed, None)
             else:
-                self._cache[parsed] = _from_json(versioned.value)
+                self._cache[parsed] = credential
 
     async def alter(self, user: str, changes: Mapping[str, ScramCredential | None]) -> list[str]:
         """Set (a credential) or delete (None) ``user``'s credential per mechanism, in one commit.

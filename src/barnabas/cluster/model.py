@@ -3,7 +3,8 @@
 Keys (ARCHITECTURE.md, cluster model): ``topics/<name>`` holds the topic id, the replica
 assignment and the config overrides; ``partitions/<name>/<p>`` holds the partition state
 (leader, leader epoch, ISR with each member's broker epoch, controller epoch, topic id) that
-the controller and leaders change.
+the controller and leaders change. Decoding refuses any other shape with CorruptValueError
+(``stored_values``); TopicStore decides what a broker does with such a value.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+
+from .stored_values import StoredDocument
 
 __all__ = [
     "PartitionState",
@@ -116,19 +119,21 @@ class Topic:
 
     @classmethod
     def from_json(cls, name: str, data: bytes) -> Topic:
-        document = json.loads(data)
-        adding = document.get("adding_replicas", {})
-        removing = document.get("removing_replicas", {})
+        """The topic stored under ``topics/<name>``.
+
+        Raises:
+            CorruptValueError: the value is not a topic document as barnabas writes it.
+        """
+        document = StoredDocument(data, f"topic {name!r}")
+        adding = document.integers_by_number("adding_replicas")
+        removing = document.integers_by_number("removing_replicas")
         return cls(
             name=name,
-            topic_id=uuid.UUID(document["id"]),
-            assignment={int(p): tuple(replicas) for p, replicas in document["partitions"].items()},
-            config=dict(document.get("config", {})),
-            internal=bool(document.get("internal", False)),
-            reassigning={
-                int(p): Reassignment(tuple(adding.get(p, ())), tuple(removing.get(p, ())))
-                for p in sorted({*adding, *removing}, key=int)
-            },
+            topic_id=document.identifier("id"),
+            assignment=document.integers_by_number("partitions", required=True),
+            config=document.text_map("config"),
+            internal=document.flag("internal", False),
+            reassigning={p: Reassignment(adding.get(p, ()), removing.get(p, ())) for p in sorted({*adding, *removing})},
         )
 
 
@@ -178,14 +183,18 @@ class PartitionState:
         return json.dumps(document, sort_keys=True).encode()
 
     @classmethod
-    def from_json(cls, data: bytes) -> PartitionState:
-        document = json.loads(data)
-        topic_id = document.get("topic_id")
+    def from_json(cls, data: bytes, what: str = "a partition state") -> PartitionState:
+        """The state stored under ``partitions/<topic>/<p>`` (``what`` names it in the error).
+
+        Raises:
+            CorruptValueError: the value is not a partition state as barnabas writes it.
+        """
+        document = StoredDocument(data, what)
         return cls(
-            leader=int(document["leader"]),
-            leader_epoch=int(document["leader_epoch"]),
-            isr=tuple(document["isr"]),
-            controller_epoch=int(document.get("controller_epoch", 0)),
-            broker_epochs={int(r): int(e) for r, e in document.get("broker_epochs", {}).items()},
-            topic_id=uuid.UUID(topic_id) if topic_id is not None else None,
+            leader=document.integer("leader"),
+            leader_epoch=document.integer("leader_epoch"),
+            isr=document.integers("isr"),
+            controller_epoch=document.integer("controller_epoch", 0),
+            broker_epochs=document.integer_by_number("broker_epochs"),
+            topic_id=document.optional_identifier("topic_id"),
         )

@@ -10,6 +10,8 @@ import json
 
 from barnabas.coordination import KeyExistsError, Storage, VersionConflictError
 
+from .stored_values import StoredDocument
+
 __all__ = ["ProducerIdAllocator"]
 
 KEY = "producer_ids/next_block"
@@ -24,7 +26,12 @@ class ProducerIdAllocator:
         self._end = 0
 
     async def next_id(self) -> int:
-        """A producer id never handed out before by any broker sharing this storage."""
+        """A producer id never handed out before by any broker sharing this storage.
+
+        Raises:
+            CorruptValueError: the block counter does not read. Starting over at 0 would hand out
+                ids given before, so no id is handed out until it is repaired.
+        """
         if self._next >= self._end:
             self._next, self._end = await self._reserve_block()
         producer_id = self._next
@@ -41,7 +48,7 @@ class ProducerIdAllocator:
                 except KeyExistsError:
                     continue
                 return 0, BLOCK_SIZE
-            start = int(json.loads(current.value)["next"])
+            start = StoredDocument(current.value, f"the producer id block {KEY}").integer("next")
             document = json.dumps({"next": start + BLOCK_SIZE, "broker": self._broker_id}).encode()
             try:
                 await self._storage.compare_and_set(KEY, document, current.version)

@@ -19,6 +19,14 @@ Rules this module keeps:
   controller's epoch when the controller makes them (``update_state_fenced``).
 - The cache never goes back: a write's result is kept only if no newer version of the key was
   read meanwhile (a watch can deliver a later write before this one's answer arrives).
+- A stored value that does not read (CorruptValueError) is logged and set aside, never acted on:
+  the cache keeps what it last read of that key, version included (so a compare-and-set from this
+  broker never writes over the damaged value on stale knowledge), and the key is listed in
+  ``unreadable``. An unreadable topic is not a deleted one: brokers keep its local logs
+  (``unreadable_topics``) and the controller writes no fresh state over an unreadable partition
+  state (``missing_states``). Where a value is only being replaced by a new topic's, it is garbage:
+  a new topic's states are written over unreadable ones as over orphans, and deleting a topic
+  deletes its unreadable document and states.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from typing import TypeVar
 from barnabas.coordination import Check, Delete, Fence, KeyExistsError, Put, Storage, VersionConflictError, Versioned
 
 from .model import PartitionState, Topic
+from .stored_values import CorruptValueError, text_value
 
 __all__ = ["PARTITIONS_PREFIX", "TOPICS_PREFIX", "TopicExistsError", "TopicStore"]
 
@@ -66,7 +75,7 @@ def _partition_key(name: str, partition: int) -> str:
 
 def _parse_partition_key(key: str) -> tuple[str, int] | None:
     name, _, partition = key.removeprefix(PARTITIONS_PREFIX).rpartition("/")
-    return (name, int(partition)) if name and partition.isdigit() else None
+    return (name, int(partition)) if name and partition.isdigit() and partition.isascii() else None
 
 
 def new_cluster_id() -> str:
@@ -81,20 +90,50 @@ class TopicStore:
         self.states: dict[tuple[str, int], PartitionState] = {}
         self._versions: dict[str, int] = {}
         self._state_versions: dict[tuple[str, int], int] = {}
+        #: Keys whose stored value does not read -> the version that did not (see the module rules).
+        self.unreadable: dict[str, int] = {}
         #: Bumped by every change to ``topics`` or ``states``: whatever was derived from an older
         #: generation (the Metadata handler's per-topic answers) is stale.
         self.generation = 0
 
+    @property
+    def unreadable_topics(self) -> set[str]:
+        """Names of topics whose document does not read: not known, but not deleted either."""
+        return {key.removeprefix(TOPICS_PREFIX) for key in self.unreadable if key.startswith(TOPICS_PREFIX)}
+
+    def _read_topic(self, name: str, versioned: Versioned) -> Topic | None:
+        """The stored topic, or None (logged once per version, listed as unreadable) if it does not read."""
+        return self._read(_topic_key(name), versioned, lambda data: Topic.from_json(name, data))
+
+    def _read_state(self, key: str, versioned: Versioned) -> PartitionState | None:
+        """The stored partition state, or None (logged once per version, listed as unreadable)."""
+        return self._read(key, versioned, lambda data: PartitionState.from_json(data, f"the partition state {key}"))
+
+    def _read(self, key: str, versioned: Versioned, decode: Callable[[bytes], _T]) -> _T | None:
+        try:
+            value = decode(versioned.value)
+        except CorruptValueError as exc:
+            if self.unreadable.get(key) != versioned.version:
+                log.error("%s (version %d); it is set aside until it is repaired", exc, versioned.version)
+            self.unreadable[key] = versioned.version
+            return None
+        self.unreadable.pop(key, None)
+        return value
+
     async def cluster_id(self) -> str:
-        """The cluster id, created on first use by whoever gets there first."""
+        """The cluster id, created on first use by whoever gets there first.
+
+        Raises:
+            CorruptValueError: the stored id is not text; a broker cannot start without knowing its cluster.
+        """
         existing = await self._storage.get(CLUSTER_ID_KEY)
         if existing is not None:
-            return existing.value.decode()
+            return text_value(existing.value, f"the cluster id {CLUSTER_ID_KEY}")
         with contextlib.suppress(KeyExistsError):
             await self._storage.put_if_absent(CLUSTER_ID_KEY, new_cluster_id().encode())
         stored = await self._storage.get(CLUSTER_ID_KEY)
         assert stored is not None
-        return stored.value.decode()
+        return text_value(stored.value, f"the cluster id {CLUSTER_ID_KEY}")
 
     async def load(self) -> None:
         """Read every topic and partition state from storage into the cache.
@@ -111,7 +150,11 @@ class TopicStore:
             parsed: dict[str, tuple[Topic, int]] = {}
             for key, versioned in topics.items():
                 name = key.removeprefix(TOPICS_PREFIX)
-                topic = Topic.from_json(name, versioned.value)
+                topic = self._read_topic(name, versioned)
+                if topic is None:
+                    if name in self.topics:  # keep what was last read (see the module rules)
+                        parsed[name] = (self.topics[name], self._versions[name])
+                    continue
                 parsed[name] = (topic, versioned.version)
                 for partition in topic.assignment:
                     state_key = _partition_key(name, partition)
@@ -123,21 +166,27 @@ class TopicStore:
                 log.warning("topic metadata kept changing during %d loads; using the last", LOAD_ATTEMPTS)
         self.topics = {name: topic for name, (topic, _) in parsed.items()}
         self._versions = {name: version for name, (_, version) in parsed.items()}
+        cached, cached_versions = self.states, self._state_versions
         self.states = {}
         self._state_versions = {}
         for key, versioned in states.items():
             tp = _parse_partition_key(key)
-            state = self._state_of(tp, versioned) if tp is not None else None
-            if tp is not None and state is not None:
+            if tp is None:
+                continue
+            state, version = self._state_of(tp, versioned), versioned.version
+            if state is None and key in self.unreadable and tp in cached:
+                state, version = cached[tp], cached_versions[tp]  # keep what was last read
+            if state is not None:
                 self.states[tp] = state
-                self._state_versions[tp] = versioned.version
+                self._state_versions[tp] = version
+        self.unreadable = {k: v for k, v in self.unreadable.items() if k in topics or k in states}
         self.generation += 1
 
     def _state_of(self, tp: tuple[str, int], versioned: Versioned) -> PartitionState | None:
-        """The stored state if it belongs to the cached topic of that name (else an orphan: None)."""
+        """The stored state if it belongs to the cached topic of that name (else an orphan, or unreadable: None)."""
         topic = self.topics.get(tp[0])
-        state = PartitionState.from_json(versioned.value)
-        return state if topic is not None and _of(topic, tp, state) else None
+        state = self._read_state(_partition_key(*tp), versioned)
+        return state if topic is not None and state is not None and _of(topic, tp, state) else None
 
     async def refresh(self, keys: Iterable[str]) -> None:
         """Re-read these ``topics/`` and ``partitions/`` keys (changed elsewhere) into the cache.
@@ -153,26 +202,29 @@ class TopicStore:
             if key.startswith(TOPICS_PREFIX):
                 name = key.removeprefix(TOPICS_PREFIX)
                 if versioned is None:
+                    self.unreadable.pop(key, None)
                     self.topics.pop(name, None)
                     self._versions.pop(name, None)
                     for gone in [tp for tp in self.states if tp[0] == name]:
                         del self.states[gone]
                         self._state_versions.pop(gone, None)
-                else:
-                    topic = self.topics[name] = Topic.from_json(name, versioned.value)
+                elif (topic := self._read_topic(name, versioned)) is not None:
+                    self.topics[name] = topic
                     self._versions[name] = versioned.version
                     for gone in [tp for tp, st in self.states.items() if tp[0] == name and not _of(topic, tp, st)]:
                         del self.states[gone]  # a topic of that name was deleted and created again
                         self._state_versions.pop(gone, None)
                     missing += [_partition_key(name, p) for p in topic.assignment if (name, p) not in self.states]
             elif (tp := _parse_partition_key(key)) is not None:
+                if versioned is None:
+                    self.unreadable.pop(key, None)
                 state = self._state_of(tp, versioned) if versioned is not None else None
-                if versioned is None or state is None:
-                    self.states.pop(tp, None)
-                    self._state_versions.pop(tp, None)
-                else:
+                if state is not None and versioned is not None:
                     self.states[tp] = state
                     self._state_versions[tp] = versioned.version
+                elif key not in self.unreadable:  # deleted, or an orphan; an unreadable one keeps its cache
+                    self.states.pop(tp, None)
+                    self._state_versions.pop(tp, None)
         if missing:
             await self.refresh([k for k in missing if k not in ordered])
 
@@ -369,8 +421,10 @@ class TopicStore:
         if cached is None or cached.topic_id != topic.topic_id:
             return
         for partition in wanted:
-            found = stored.get(_partition_key(topic.name, partition))
-            if found is not None and (state := PartitionState.from_json(found.value)).topic_id == topic.topic_id:
+            key = _partition_key(topic.name, partition)
+            found = stored.get(key)
+            state = self._read_state(key, found) if found is not None else None
+            if found is not None and state is not None and state.topic_id == topic.topic_id:
                 self._remember_state((topic.name, partition), state, found.version)
 
     def _unwritten(
@@ -379,11 +433,12 @@ class TopicStore:
         """Of ``wanted``, the partitions with no state of this topic yet, and the version to overwrite."""
         pending = {}
         for partition, state in wanted.items():
-            found = stored.get(_partition_key(topic.name, partition))
+            key = _partition_key(topic.name, partition)
+            found = stored.get(key)
             if found is None:
                 pending[partition] = (state, 0)
-            elif PartitionState.from_json(found.value).topic_id != topic.topic_id:
-                pending[partition] = (state, found.version)
+            elif (current := self._read_state(key, found)) is None or current.topic_id != topic.topic_id:
+                pending[partition] = (state, found.version)  # an orphan, or unreadable: garbage to replace
         return pending
 
     async def _commit_states(
@@ -401,12 +456,17 @@ class TopicStore:
                 self._remember_state((topic.name, partition), state, versions[keys[partition]])
 
     def missing_states(self) -> list[tuple[Topic, int]]:
-        """Partitions of cached topics that have no state of their topic (a creator that crashed)."""
+        """Partitions of cached topics that have no state of their topic (a creator that crashed).
+
+        A partition whose stored state does not read is not missing: what it held is unknown, and
+        a fresh state (leader epoch 0) written over it could take leadership back in time.
+        """
         return [
             (topic, partition)
             for topic in self.topics.values()
             for partition in topic.assignment
             if (topic.name, partition) not in self.states
+            and _partition_key(topic.name, partition) not in self.unreadable
         ]
 
     async def delete(self, name: str) -> Topic | None:
@@ -420,15 +480,16 @@ class TopicStore:
         self._versions.pop(name, None)
         self.generation += 1
         stored = await self._storage.get(_topic_key(name))
-        document = Topic.from_json(name, stored.value) if stored is not None else None
+        document = self._read_topic(name, stored) if stored is not None else None
         target = topic or document
         if target is None:
             return None
-        if stored is not None and document is not None and document.topic_id == target.topic_id:
+        if stored is not None and (document is None or document.topic_id == target.topic_id):
             with contextlib.suppress(VersionConflictError):
                 await self._storage.commit([Check(_topic_key(name), stored.version)], [Delete(_topic_key(name))])
         for key, versioned in (await self._storage.list(f"{PARTITIONS_PREFIX}{name}/")).items():
-            if PartitionState.from_json(versioned.value).topic_id in (None, target.topic_id):
+            state = self._read_state(key, versioned)
+            if state is None or state.topic_id in (None, target.topic_id):
                 with contextlib.suppress(VersionConflictError):
                     await self._storage.commit([Check(key, versioned.version)], [Delete(key)])
         for tp in [tp for tp in self.states if tp[0] == name]:

@@ -15,7 +15,11 @@ Rules this module keeps:
   the first base) and each group is filtered (``record_filter``) into one segment named after
   the group's first base offset.
 - Offsets never change: batches keep their base and last offsets, so a compacted log has gaps.
-- Every batch read is CRC-checked. ``should_abort`` is polled once per batch; when it says so,
+- Every batch read is CRC-checked, and its records are read with the parser produce validation
+  uses for compacted topics (``scan_record_keys`` / ``decode_batch_records``, which accept the
+  same batches), decompressing to at most the topic's ``max_records_bytes``. A batch they refuse
+  (one written before the topic was compacted, when batches stay opaque) fails the pass as
+  corrupt, as in Kafka's cleaner. ``should_abort`` is polled once per batch; when it says so,
   or anything fails, the pass deletes what it wrote and raises.
 - A cleaned segment is flushed and given its last source segment's modification time before it
   is handed back (Cleaner.cleanSegments).
@@ -32,6 +36,7 @@ from pathlib import Path
 from barnabas.protocol import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
+    MAX_RECORDS_BYTES,
     CorruptRecordError,
     RecordBatchHeader,
     batch_crc,
@@ -100,6 +105,8 @@ class CleaningJob:
     active_producers: Mapping[int, int]
     #: The log's structure version when the job was taken; a swap checks it is unchanged.
     structure_version: int
+    #: The most a batch's records may decompress to (LogConfig.max_records_bytes).
+    max_records_bytes: int = MAX_RECORDS_BYTES
 
     @property
     def name(self) -> str:
@@ -192,6 +199,7 @@ class Cleaner:
             delete_retention_ms=job.delete_retention_ms,
             active_producers=job.active_producers,
             upper_bound_offset=job.first_uncleanable_offset,
+            max_records_bytes=job.max_records_bytes,
         )
         sources = [s for s in job.segments if s.base_offset < end_offset]
         groups = group_segments_by_size(
@@ -216,7 +224,7 @@ class Cleaner:
             position = job.map_start_position if segment.base_offset <= start < segment.next_base_offset else 0
             for header, batch in self._batches(segment, position, should_abort):
                 if not header.is_control:
-                    for record in scan_record_keys(batch, verify_crc=False):
+                    for record in scan_record_keys(batch, verify_crc=False, max_records_bytes=job.max_records_bytes):
                         if record.key is not None and record.offset >= start:
                             if offset_map.full:
                                 return

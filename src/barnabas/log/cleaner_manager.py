@@ -169,6 +169,7 @@ def plan_cleaning(candidate: LogToClean, now_ms: int) -> CleaningJob:
         index_interval_bytes=config.index_interval_bytes,
         active_producers={pid: entry.last_offset for pid, entry in log.producer_state.producers.items()},
         structure_version=log.structure_version,
+        max_records_bytes=config.max_records_bytes,
     )
 
 

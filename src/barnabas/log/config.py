@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from barnabas.protocol import RECORDS_EXPANSION
+
 __all__ = ["LogConfig"]
 
 _INT32_MAX = (1 << 31) - 1
@@ -99,6 +101,17 @@ class LogConfig:
     def compact(self) -> bool:
         """True when the log cleaner compacts this log (``compact`` in cleanup.policy)."""
         return "compact" in (p.strip() for p in self.cleanup_policy.split(","))
+
+    @property
+    def max_records_bytes(self) -> int:
+        """The most a compressed batch's records may decompress to, at produce and in the cleaner.
+
+        RECORDS_EXPANSION times max.message.bytes: Kafka streams records out of the codec and never
+        holds a batch whole, barnabas decompresses a batch at once, so the bound keeps a few KB of
+        zstd from costing hundreds of MB (barnabas.protocol._records). Never above 2 GiB, which no
+        Java producer's buffer can hold.
+        """
+        return min(RECORDS_EXPANSION * self.max_message_bytes, _INT32_MAX)
 
     @property
     def log_append_time(self) -> bool:

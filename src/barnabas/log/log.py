@@ -16,11 +16,11 @@ Rules this module keeps:
   costs two thread wake-ups, more than the write itself when the CPUs are busy.
 - Batches stay opaque. A client's batch is checked through its v2 header (``validator``,
   Kafka's LogValidator), then only baseOffset, partitionLeaderEpoch and, for LogAppendTime,
-  attributes + maxTimestamp (re-CRCed by ``stamp_log_append_time``) are patched in place. Nothing
-  is decompressed. A follower's batches (:meth:`PartitionLog.append_as_follower`) carry the
-  leader's offsets and epochs and are written unchanged, after every one of them passed its CRC
-  and offset checks. Only a compacted topic looks inside a client's batch: Kafka refuses keyless
-  records there.
+  attributes + maxTimestamp (re-CRCed by ``stamp_log_append_time``) are patched in place. A
+  follower's batches (:meth:`PartitionLog.append_as_follower`) carry the leader's offsets and
+  epochs and are written unchanged, after every one of them passed its CRC and offset checks. Only
+  a compacted topic looks inside (and decompresses) a client's batch: Kafka refuses keyless
+  records there, and a batch its cleaner could not read would stop compaction.
 - Follower offsets must increase, not continue the log exactly: a compacted leader's log has
   gaps where the cleaner removed whole batches (Kafka's UnifiedLog only rejects going back).
   Reads of an offset inside a gap return the next batch.

@@ -25,8 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from barnabas.protocol import (
-    CorruptRecordError,
-    Record,
+    MAX_RECORDS_BYTES,
     RecordBatchHeader,
     build_empty_batch,
     decode_batch_records,
@@ -50,6 +49,8 @@ class CleanerFilter:
     active_producers: Mapping[int, int]
     #: The first uncleanable offset: the batch ending there is kept even when emptied.
     upper_bound_offset: int
+    #: The most a batch's records may decompress to (LogConfig.max_records_bytes).
+    max_records_bytes: int = MAX_RECORDS_BYTES
 
 
 @dataclass(slots=True)
@@ -72,7 +73,9 @@ def filter_batch(
     The caller has checked the batch's CRC-32C.
 
     Raises:
-        CorruptRecordError: the records do not decode, or one lies outside the batch's offsets.
+        CorruptRecordError: the records do not decode within ``rules.max_records_bytes`` (offsets
+            outside the batch's range included); the scan and the decode refuse the same batches, so
+            a batch whose keys were read is never refused half-way through its rebuild.
     """
     stats.bytes_read += header.size
     if header.is_control:
@@ -80,7 +83,7 @@ def filter_batch(
         stats.messages_retained += header.records_count
         stats.bytes_retained += header.size
         return batch
-    keys = scan_record_keys(batch, verify_crc=False)
+    keys = scan_record_keys(batch, verify_crc=False, max_records_bytes=rules.max_records_bytes)
     stats.messages_read += len(keys)
     offset_map = rules.offset_map
     latest_mapped = offset_map.latest_offset
@@ -107,8 +110,7 @@ def filter_batch(
         if retained == len(keys) and not set_horizon:
             stats.bytes_retained += header.size
             return batch
-        records = decode_batch_records(batch, verify_crc=False)
-        _check_offsets(header, records)
+        records = decode_batch_records(batch, verify_crc=False, max_records_bytes=rules.max_records_bytes)
         new_horizon = rules.now_ms + rules.delete_retention_ms if set_horizon else horizon
         rebuilt = rebuild_batch(
             header, [r for r, keep in zip(records, kept, strict=True) if keep], delete_horizon_ms=new_horizon
@@ -123,19 +125,3 @@ def filter_batch(
         stats.bytes_retained += len(empty)
         return empty
     return None
-
-
-def _check_offsets(header: RecordBatchHeader, records: list[Record]) -> None:
-    """A batch's records lie within its offsets: only its header was checked when it was appended.
-
-    A client's batch to a compacted topic, or a leader's batch a follower took, may claim a record
-    outside ``[baseOffset, baseOffset + lastOffsetDelta]``; such a batch cannot be rebuilt in place.
-
-    Raises:
-        CorruptRecordError: a record lies outside.
-    """
-    for record in records:
-        if not header.base_offset <= record.offset <= header.last_offset:
-            raise CorruptRecordError(
-                f"record offset {record.offset} is outside the batch at {header.base_offset}-{header.last_offset}"
-            )

@@ -6,8 +6,11 @@ Rules this module keeps:
   time (``now_ms``) and, for a follower, the log end offset. Nothing here holds a log, reads a
   clock or writes a file, so each rule is testable on its own.
 - Batches stay opaque: only the v2 header is read (``validate_batch`` checks magic, sizes and
-  CRC-32C). The one exception is a compacted topic's client batch, whose record keys are scanned
-  (:func:`check_keys`); nothing is decompressed anywhere else.
+  CRC-32C). The one exception is a compacted topic's client batch, whose records are read
+  (:func:`check_records`) with the parser the cleaner reads them with (``scan_record_keys``), under
+  the same bound on what they may decompress to (``LogConfig.max_records_bytes``): a batch the
+  cleaner could not read would stop compaction of its partition, so it is refused here, as Kafka's
+  LogValidator refuses a record it cannot iterate. Nothing is decompressed anywhere else.
 - A client's batch (``validate_client_batch``) is checked in Kafka's order,
   UnifiedLog.analyzeAndValidateRecords then LogValidator: size, CRC, then the rules for client
   batches. Its timestamps are checked separately (:func:`check_timestamps`), and under
@@ -20,7 +23,7 @@ Rules this module keeps:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from barnabas.protocol import (
     BATCH_HEADER_SIZE,
@@ -28,6 +31,7 @@ from barnabas.protocol import (
     CorruptRecordError,
     InvalidRecordError,
     RecordBatchHeader,
+    RecordKey,
     parse_batch_header,
     scan_record_keys,
     set_log_append_time,
@@ -46,6 +50,7 @@ from .errors import (
 __all__ = [
     "check_follower_batches",
     "check_keys",
+    "check_records",
     "check_timestamps",
     "stamp_log_append_time",
     "validate_client_batch",
@@ -69,7 +74,8 @@ def validate_client_batch(
         RecordTooLargeError: the batch exceeds max.message.bytes.
         CorruptRecordError: bad magic, bad CRC-32C, or sizes that run past the records.
         InvalidRecordError: baseOffset not 0, a control batch, a count that contradicts the
-            offset delta, or (compacted topics) a record without a key.
+            offset delta, or (compacted topics) records the cleaner could not read, or a record
+            without a key.
         InvalidTxnStateError: a transactional batch.
         RecordBatchTooLargeError: the batch exceeds segment.bytes.
     """
@@ -86,23 +92,42 @@ def validate_client_batch(
     if header.size > config.segment_bytes:
         raise RecordBatchTooLargeError(header.size, config.segment_bytes)
     if config.compact:
-        check_keys(records, topic_partition)
+        check_records(records, topic_partition, config.max_records_bytes)
     return header
 
 
-def check_keys(records: bytearray | memoryview, topic_partition: str) -> None:
+def check_records(records: bytearray | memoryview, topic_partition: str, max_records_bytes: int) -> None:
+    """A compacted topic's batch: every record readable as the cleaner reads it, and keyed.
+
+    The records are read once, by ``scan_record_keys``, the cleaner's own parser: fields, headers,
+    offset deltas rising within the batch's lastOffsetDelta, nothing left over, at most
+    ``max_records_bytes`` decompressed. Kafka's record iterators throw InvalidRecordException for
+    what they cannot read ("Found invalid record structure", "Incorrect declared batch size"), so
+    the batch is refused with INVALID_RECORD and no record errors; then keys are checked
+    (:func:`check_keys`).
+
+    Raises:
+        InvalidRecordError: the records do not read, or some record has a null key.
+    """
+    try:
+        keys = scan_record_keys(records, verify_crc=False, max_records_bytes=max_records_bytes)
+    except CorruptRecordError as exc:
+        raise InvalidRecordError(f"{exc} in topic partition {topic_partition}") from exc
+    check_keys(keys, topic_partition)
+
+
+def check_keys(keys: Sequence[RecordKey], topic_partition: str) -> None:
     """LogValidator.validateKey: a compacted topic refuses records without a key.
 
-    The only place a produced batch is decoded, and only for compacted topics. The message
-    and the per-record errors are Kafka's (RecordValidationException), so Produce v8+
-    clients see the same text.
+    The message and the per-record errors are Kafka's (RecordValidationException), so Produce
+    v8+ clients see the same text.
 
     Raises:
         InvalidRecordError: some record has a null key; ``errors`` lists each (batch index, message).
     """
     errors: list[tuple[int, str | None]] = [
         (index, f"Compacted topic cannot accept message without key in topic partition {topic_partition}")
-        for index, record in enumerate(scan_record_keys(records, verify_crc=False))
+        for index, record in enumerate(keys)
         if record.key is None
     ]
     if errors:

@@ -50,6 +50,8 @@ from ._record_batch import (
     validate_produce_records,
 )
 from ._records import (
+    MAX_RECORDS_BYTES,
+    RECORDS_EXPANSION,
     Compression,
     NewRecord,
     Record,
@@ -70,8 +72,10 @@ __all__ = [
     "DELETE_HORIZON_FLAG",
     "LARGE_FRAME",
     "LOG_OVERHEAD",
+    "MAX_RECORDS_BYTES",
     "NEED_DATA",
     "NO_THROTTLE",
+    "RECORDS_EXPANSION",
     "BufferPool",
     "Compression",
     "CorruptRecordError",

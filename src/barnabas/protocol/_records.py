@@ -11,23 +11,37 @@ Rules this module keeps:
   running past its bounds, a record count that does not match) raises CorruptRecordError, never
   a partial list. A record count or a record's header count that its bytes cannot hold (a record
   takes at least 7 bytes, a header 2) is refused before any record is read.
+- Both decoders check the same things (the cleaner maps keys with the scan and rebuilds with the
+  full decode, so a batch one accepts and the other refuses would stop compaction): every field
+  and header of every record, each record ending where its length says, no bytes after the last
+  record (DefaultRecordBatch's "records still remaining"), and offset deltas that rise strictly
+  within ``[0, lastOffsetDelta]`` (what MemoryRecordsBuilder writes; a client batch, whose count
+  is lastOffsetDelta + 1, must then number its records 0..n-1, Kafka's expectedInnerOffset).
 - Record fields are zigzag varints; a length of -1 is null (keys, values, header values);
-  header keys are UTF-8 and never null.
+  header keys are never null. They are UTF-8 for every client Kafka ships, but Kafka reads them
+  leniently (new String(bytes, UTF_8)), so any bytes are accepted and decoded with
+  ``surrogateescape``: a rebuilt batch writes the same bytes back.
 - A record's offset is baseOffset + offsetDelta. Its timestamp is baseTimestamp +
   timestampDelta, except that with the LogAppendTime bit every record takes maxTimestamp
   (the broker stamps only maxTimestamp, see _record_batch.set_log_append_time).
+- A compressed records section may decompress to at most ``max_records_bytes`` (by default
+  :data:`MAX_RECORDS_BYTES`). Kafka streams records out of the codec one at a time and stops at the
+  declared count; barnabas decompresses a batch at once, into fixed buffers that grow up to the
+  bound and are mapped lazily (pages are only touched as output arrives): a few KB of zstd that
+  would expand to hundreds of MB cost at most the bound, and are refused.
 - Codecs come from cramjam. Snappy is read both raw (librdkafka) and in xerial blocks (the Java
   client's ``\\x82SNAPPY\\x00`` framing) and written raw, which every client reads; a raw stream
-  declaring more than it could expand to is refused before cramjam allocates for it. LZ4 is the
-  frame format with independent blocks, because Kafka's Lz4BlockInputStream decompresses each
-  block on its own. The pre-0.10 broken-checksum LZ4 framing (KAFKA-3160) only ever applied to
-  magic 0/1 message sets, so it does not arise here.
+  declaring more than it could expand to, or more than the bound, is refused before cramjam
+  allocates for it. LZ4 is the frame format with independent blocks, because Kafka's
+  Lz4BlockInputStream decompresses each block on its own. The pre-0.10 broken-checksum LZ4 framing
+  (KAFKA-3160) only ever applied to magic 0/1 message sets, so it does not arise here.
 """
 
 from __future__ import annotations
 
+import mmap
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import IntEnum
 from typing import Final, NamedTuple, TypeAlias
 
@@ -50,6 +64,8 @@ from ._record_batch import (
 from ._wire import varint, varlong
 
 __all__ = [
+    "MAX_RECORDS_BYTES",
+    "RECORDS_EXPANSION",
     "Compression",
     "NewRecord",
     "Record",
@@ -113,12 +129,23 @@ _MAX_VARINT_SHIFT = 63
 _MIN_RECORD_SIZE = 7
 #: The smallest record header: its key length and value length, one byte each.
 _MIN_HEADER_SIZE = 2
+#: How many times max.message.bytes a compressed batch's records may decompress to. Kafka sets no
+#: such bound (it streams); 64 leaves room for any real data (text compresses 5-20 times) while a
+#: batch of zeros, which zstd shrinks 30,000 times, is refused.
+RECORDS_EXPANSION = 64
+#: The bound when the caller names none: RECORDS_EXPANSION times Kafka's default max.message.bytes.
+MAX_RECORDS_BYTES = RECORDS_EXPANSION * 1048588
+#: A compressed batch's first decompression buffer, as a multiple of its size, and the least one.
+_FIRST_GUESS = 16
+_MIN_BUFFER = 1 << 16
+#: How much larger each further buffer is, until the bound.
+_GROWTH = 4
 
 
 # --- decoding -------------------------------------------------------------------------------
 
 
-def _xerial_snappy_decompress(data: memoryview) -> bytes:
+def _xerial_snappy_decompress(data: memoryview, limit: int) -> bytes:
     """Undo the Java client's xerial block framing: a 16-byte header, then int32-sized blocks."""
     out = bytearray()
     pos = _XERIAL_HEADER_SIZE
@@ -130,13 +157,13 @@ def _xerial_snappy_decompress(data: memoryview) -> bytes:
         pos += 4
         if size < 0 or pos + size > end:
             raise CorruptRecordError("xerial snappy block runs past the batch")
-        out += _snappy_raw(data[pos : pos + size])
+        out += _snappy_raw(data[pos : pos + size], limit - len(out))
         pos += size
     return bytes(out)
 
 
-def _snappy_raw(data: memoryview) -> memoryview:
-    """Decompress raw snappy, once its declared length is one ``data`` can hold.
+def _snappy_raw(data: memoryview, limit: int) -> memoryview:
+    """Decompress raw snappy, once its declared length is one ``data`` can hold and ``limit`` allows.
 
     Raw snappy starts with the uncompressed length (a varint) and cramjam allocates that much before
     reading on: 4 GiB declared in a few bytes, refused by the allocator, aborts the process. No
@@ -153,29 +180,63 @@ def _snappy_raw(data: memoryview) -> memoryview:
         if not byte & 0x80:
             if declared > _SNAPPY_MAX_EXPANSION * (len(data) - index - 1):
                 raise CorruptRecordError(f"snappy data of {len(data)} bytes declares {declared} bytes uncompressed")
+            if declared > limit:
+                raise CorruptRecordError(
+                    f"snappy records declare {declared} bytes; a batch may decompress to at most {limit} bytes"
+                )
             return memoryview(cramjam.snappy.decompress_raw(data))
     raise CorruptRecordError("snappy data does not start with its length")
 
 
-def _decompress(codec: int, data: memoryview) -> bytes | memoryview:
-    """Return the uncompressed records section of a batch."""
+def _bounded(decompress_into: Callable[[memoryview, mmap.mmap], int], data: memoryview, limit: int) -> memoryview:
+    """Decompress into anonymous memory that the kernel maps in only as output arrives, at most ``limit`` bytes.
+
+    cramjam writes into a fixed buffer and fails ("failed to write whole buffer") once it is full,
+    so no stream takes more than the buffer, however much it would expand to. The first buffer is
+    ``_FIRST_GUESS`` times the input (one attempt for real batches); a stream that fails is tried
+    again in one ``_GROWTH`` times larger, up to ``limit``, where its error stands. The address
+    space reserved follows the output, not the bound, and the view returned keeps its mapping.
+    """
+    size = min(limit, max(len(data) * _FIRST_GUESS, _MIN_BUFFER))
+    while True:
+        out = mmap.mmap(-1, max(size, 1), flags=mmap.MAP_PRIVATE)
+        try:
+            return memoryview(out)[: decompress_into(data, out)]
+        except Exception:  # a full buffer, or data that does not decompress: the last attempt says which
+            if size >= limit:
+                raise
+        out.close()
+        size = min(limit, size * _GROWTH)
+
+
+_STREAMS: Final[dict[int, Callable[[memoryview, mmap.mmap], int]]] = {
+    Compression.GZIP: cramjam.gzip.decompress_into,
+    Compression.LZ4: cramjam.lz4.decompress_into,
+    Compression.ZSTD: cramjam.zstd.decompress_into,
+}
+
+
+def _decompress(codec: int, data: memoryview, limit: int) -> bytes | memoryview:
+    """Return the uncompressed records section of a batch, at most ``limit`` bytes of it.
+
+    Raises:
+        CorruptRecordError: an unknown codec, data that does not decompress, or more than ``limit`` bytes.
+    """
+    if codec == Compression.NONE:
+        return data
     try:
-        if codec == Compression.NONE:
-            return data
-        if codec == Compression.GZIP:
-            return memoryview(cramjam.gzip.decompress(data))
         if codec == Compression.SNAPPY:
             if data[: len(_XERIAL_MAGIC)].tobytes() == _XERIAL_MAGIC:
-                return _xerial_snappy_decompress(data)
-            return memoryview(_snappy_raw(data))
-        if codec == Compression.LZ4:
-            return memoryview(cramjam.lz4.decompress(data))
-        if codec == Compression.ZSTD:
-            return memoryview(cramjam.zstd.decompress(data))
+                return _xerial_snappy_decompress(data, limit)
+            return _snappy_raw(data, limit)
+        if codec in _STREAMS:
+            return _bounded(_STREAMS[codec], data, limit)
     except CorruptRecordError:
         raise
-    except Exception as exc:  # cramjam.DecompressionError, or a codec's own complaint
-        raise CorruptRecordError(f"cannot decompress {Compression(codec).name} records: {exc}") from exc
+    except Exception as exc:  # cramjam.DecompressionError (a full buffer too), or a codec's own complaint
+        raise CorruptRecordError(
+            f"cannot decompress {Compression(codec).name} records to at most {limit} bytes: {exc}"
+        ) from exc
     raise CorruptRecordError(f"unknown compression codec {codec}")
 
 
@@ -213,13 +274,58 @@ def _read_nullable(buf: bytes | memoryview, pos: int, end: int) -> tuple[bytes |
     return bytes(buf[pos : pos + size]), pos + size
 
 
+def _read_headers(data: bytes | memoryview, pos: int, record_end: int, into: list[RecordHeader] | None) -> int:
+    """Check the header count and every header of a record from ``pos``; return where they end.
+
+    Both decoders call this, the scan with ``into`` None (nothing is copied), so they refuse the
+    same headers (DefaultRecord.readHeaders).
+
+    Raises:
+        CorruptRecordError: a negative count, more headers than the record's bytes can hold, or a
+            header whose lengths run past the record.
+        IndexError: the record ends inside a varint (the caller maps it).
+    """
+    count, pos = _read_varint(data, pos)
+    if count < 0:
+        raise CorruptRecordError(f"invalid record header count {count}")
+    if count * _MIN_HEADER_SIZE > record_end - pos:
+        raise CorruptRecordError(f"a record's {record_end - pos} remaining bytes cannot hold {count} headers")
+    for _ in range(count):
+        key_size, pos = _read_varint(data, pos)
+        if key_size < 0 or pos + key_size > record_end:
+            raise CorruptRecordError(f"invalid record header key length {key_size}")
+        key_start, pos = pos, pos + key_size
+        value_size, pos = _read_varint(data, pos)
+        if value_size < -1 or pos + max(value_size, 0) > record_end:
+            raise CorruptRecordError(f"invalid record header value length {value_size}")
+        if into is not None:
+            value = bytes(data[pos : pos + value_size]) if value_size >= 0 else None
+            into.append((bytes(data[key_start : key_start + key_size]).decode("utf-8", "surrogateescape"), value))
+        pos += max(value_size, 0)
+    return pos
+
+
+def _check_offset_delta(offset_delta: int, previous: int, last_offset_delta: int) -> None:
+    """Offset deltas rise strictly within ``[0, lastOffsetDelta]`` (see the module's rules).
+
+    Raises:
+        CorruptRecordError: this one does not.
+    """
+    if not previous < offset_delta <= last_offset_delta:
+        raise CorruptRecordError(
+            f"record offset delta {offset_delta} is not above the previous record's ({previous}) "
+            f"and at most the batch's lastOffsetDelta {last_offset_delta}"
+        )
+
+
 def _checked_records(
-    batch: bytes | bytearray | memoryview, verify_crc: bool
+    batch: bytes | bytearray | memoryview, verify_crc: bool, max_records_bytes: int
 ) -> tuple[RecordBatchHeader, bytes | memoryview]:
     """The header of the v2 batch at the start of ``batch`` and its records' bytes, decompressed.
 
     Raises:
-        CorruptRecordError: a bad magic, length, CRC or record count, or data that does not decompress.
+        CorruptRecordError: a bad magic, length, CRC or record count, data that does not decompress,
+            or records that decompress to more than ``max_records_bytes``.
     """
     header = parse_batch_header(batch)
     if header.magic != 2:
@@ -230,32 +336,39 @@ def _checked_records(
         raise CorruptRecordError("record batch CRC-32C mismatch")
     if header.records_count < 0:
         raise CorruptRecordError(f"negative record count {header.records_count}")
-    data = _decompress(header.attributes & COMPRESSION_MASK, memoryview(batch)[BATCH_HEADER_SIZE : header.size])
+    codec = header.attributes & COMPRESSION_MASK
+    data = _decompress(codec, memoryview(batch)[BATCH_HEADER_SIZE : header.size], max_records_bytes)
     if header.records_count * _MIN_RECORD_SIZE > len(data):
         raise CorruptRecordError(f"{len(data)} bytes cannot hold {header.records_count} records")
     return header, data
 
 
-def decode_batch_records(batch: bytes | bytearray | memoryview, *, verify_crc: bool = True) -> list[Record]:
+def decode_batch_records(
+    batch: bytes | bytearray | memoryview, *, verify_crc: bool = True, max_records_bytes: int = MAX_RECORDS_BYTES
+) -> list[Record]:
     """Decode every record of the v2 batch at the start of ``batch``.
 
     Args:
         batch: one batch (trailing bytes after it are ignored).
         verify_crc: check CRC-32C first; turn off only for batches already validated.
+        max_records_bytes: the most the records section may decompress to.
 
     Returns:
         The records in batch order, offsets and timestamps made absolute.
 
     Raises:
-        CorruptRecordError: the batch is truncated, has a bad magic or CRC, cannot be
-            decompressed, or its records do not parse to exactly recordsCount records.
+        CorruptRecordError: the batch is truncated, has a bad magic or CRC, cannot be decompressed
+            within ``max_records_bytes``, its records do not parse to exactly recordsCount records,
+            or their offset deltas do not rise within the batch's range.
     """
-    header, data = _checked_records(batch, verify_crc)
+    header, data = _checked_records(batch, verify_crc, max_records_bytes)
     base_offset = header.base_offset
     base_timestamp = header.base_timestamp
+    last_delta = header.last_offset_delta
     append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
     end = len(data)
     pos = 0
+    previous = -1
     records: list[Record] = []
     try:
         for _ in range(header.records_count):
@@ -266,22 +379,14 @@ def decode_batch_records(batch: bytes | bytearray | memoryview, *, verify_crc: b
             pos += 1  # attributes: unused in v2
             timestamp_delta, pos = _read_varint(data, pos)
             offset_delta, pos = _read_varint(data, pos)
+            _check_offset_delta(offset_delta, previous, last_delta)
+            previous = offset_delta
             key, pos = _read_nullable(data, pos, end)
             value, pos = _read_nullable(data, pos, end)
-            header_count, pos = _read_varint(data, pos)
-            if header_count < 0:
-                raise CorruptRecordError(f"invalid record header count {header_count}")
-            if header_count * _MIN_HEADER_SIZE > start + length - pos:
-                raise CorruptRecordError(f"a record of {length} bytes cannot hold {header_count} headers")
+            if pos > start + length:
+                raise CorruptRecordError("record field runs past the end of the record")
             headers: list[RecordHeader] = []
-            for _ in range(header_count):
-                key_size, pos = _read_varint(data, pos)
-                if key_size < 0 or pos + key_size > end:
-                    raise CorruptRecordError(f"invalid record header key length {key_size}")
-                header_key = bytes(data[pos : pos + key_size]).decode()
-                pos += key_size
-                header_value, pos = _read_nullable(data, pos, end)
-                headers.append((header_key, header_value))
+            pos = _read_headers(data, pos, start + length, headers)
             if pos - start != length:
                 raise CorruptRecordError(f"record length {length} does not match its {pos - start} bytes")
             records.append(
@@ -293,7 +398,7 @@ def decode_batch_records(batch: bytes | bytearray | memoryview, *, verify_crc: b
                     tuple(headers),
                 )
             )
-    except (IndexError, UnicodeDecodeError) as exc:
+    except IndexError as exc:
         raise CorruptRecordError(f"malformed record: {exc}") from exc
     if pos != end:
         raise CorruptRecordError(f"{end - pos} bytes left after {header.records_count} records")
@@ -308,20 +413,24 @@ class RecordKey(NamedTuple):
     has_value: bool
 
 
-def scan_record_keys(batch: bytes | bytearray | memoryview, *, verify_crc: bool = True) -> list[RecordKey]:
+def scan_record_keys(
+    batch: bytes | bytearray | memoryview, *, verify_crc: bool = True, max_records_bytes: int = MAX_RECORDS_BYTES
+) -> list[RecordKey]:
     """The offset, key and value presence of every record of the v2 batch at the start of ``batch``.
 
     A lighter pass than :func:`decode_batch_records` for the cleaner's offset map and the
-    keyless-record check: timestamps, values and headers are skipped, not copied. The record
-    framing is still checked (each record must end where its length says).
+    compacted-topic checks: timestamps, values and headers are skipped, not copied, but every
+    check of the full decode is made, so the two accept the same batches.
 
     Raises:
         CorruptRecordError: as :func:`decode_batch_records`.
     """
-    header, data = _checked_records(batch, verify_crc)
+    header, data = _checked_records(batch, verify_crc, max_records_bytes)
     base_offset = header.base_offset
+    last_delta = header.last_offset_delta
     end = len(data)
     pos = 0
+    previous = -1
     keys: list[RecordKey] = []
     read = _read_varint
     try:
@@ -337,12 +446,17 @@ def scan_record_keys(batch: bytes | bytearray | memoryview, *, verify_crc: bool 
                 offset_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 1
             else:
                 offset_delta, pos = read(data, pos)
+            if not previous < offset_delta <= last_delta:
+                _check_offset_delta(offset_delta, previous, last_delta)
+            previous = offset_delta
             byte = data[pos]
             if byte < 0x80:
                 key_size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
             else:
                 key_size, pos = read(data, pos)
             if key_size < 0:
+                if key_size != -1:
+                    raise CorruptRecordError(f"invalid negative length {key_size}")
                 key = None
             else:
                 key = bytes(data[pos : pos + key_size])
@@ -352,8 +466,15 @@ def scan_record_keys(batch: bytes | bytearray | memoryview, *, verify_crc: bool 
                 value_size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
             else:
                 value_size, pos = read(data, pos)
-            if pos > record_end or (value_size >= 0 and pos + value_size > record_end):
+            if value_size < -1:
+                raise CorruptRecordError(f"invalid negative length {value_size}")
+            pos += max(value_size, 0)
+            if pos > record_end:
                 raise CorruptRecordError("record field runs past the end of the record")
+            if data[pos] != 0 or pos + 1 != record_end:  # anything but "no headers, and the record ends"
+                pos = _read_headers(data, pos, record_end, None)
+                if pos != record_end:
+                    raise CorruptRecordError(f"record length {length} does not match its fields")
             keys.append(RecordKey(base_offset + offset_delta, key, value_size >= 0))
             pos = record_end
     except IndexError as exc:
@@ -403,7 +524,7 @@ def _encode_record(  # noqa: PLR0917 - a record's own fields, in wire order
     record += _nullable(value)
     record += varint(len(headers))
     for header_key, header_value in headers:
-        encoded_key = header_key.encode()
+        encoded_key = header_key.encode("utf-8", "surrogateescape")
         record += varint(len(encoded_key))
         record += encoded_key
         record += _nullable(header_value)

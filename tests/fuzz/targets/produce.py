@@ -3,8 +3,11 @@
 Input: one byte picks the version (3-11), one byte of flags, then the body after the request header.
 Each partition's records go through what the Produce handler and the log run before appending:
 ``validate_produce_records`` (one whole magic-2 batch), ``validate_client_batch`` for a plain and a
-compacted topic (size, CRC, client rules, keyless records), ``check_timestamps`` and, under
-LogAppendTime, ``stamp_log_append_time``, after which the batch must still pass its CRC.
+compacted topic (size, CRC, client rules, records the cleaner can read, keyless records),
+``check_timestamps`` and, under LogAppendTime, ``stamp_log_append_time``, after which the batch must
+still pass its CRC. A batch a compacted topic accepts must then read with both of the cleaner's
+parsers (``scan_record_keys`` for its offset map, ``decode_batch_records`` to rebuild it), under the
+topic's bound: a client batch that one of them refuses would stop compaction of its partition.
 
 Flag bit 0 recomputes each batch's CRC-32C first, so mutations reach the rules behind the CRC.
 
@@ -25,6 +28,8 @@ from barnabas.log.validator import check_timestamps, stamp_log_append_time, vali
 from barnabas.protocol import (
     KafkaRecordError,
     RemoteProtocolError,
+    decode_batch_records,
+    scan_record_keys,
     validate_batch,
     validate_produce_records,
 )
@@ -60,6 +65,10 @@ def _append_checks(batch: bytearray, config: LogConfig) -> None:
     header = attempt(lambda: validate_client_batch(batch, config, "t-0"), KafkaRecordError, LogError)
     if header is None:
         return
+    if config.compact:  # what the cleaner will read, it can read
+        keys = scan_record_keys(batch, verify_crc=False, max_records_bytes=config.max_records_bytes)
+        records = decode_batch_records(batch, verify_crc=False, max_records_bytes=config.max_records_bytes)
+        assert [k.offset for k in keys] == [r.offset for r in records] == list(range(header.records_count))
     if attempt(lambda: check_timestamps(header, config, _NOW_MS), LogError) is None and not config.log_append_time:
         return
     stamp_log_append_time(batch, header, config, _NOW_MS)

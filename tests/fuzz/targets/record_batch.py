@@ -5,15 +5,15 @@ Flag bit 0 recomputes the CRC-32C of every whole batch first, so mutations reach
 guards. The records go through the header checks (``validate_batch`` both ways, the produce and
 follower checks of ``validator``, ``iter_batch_headers``) and through both record decoders:
 
-- ``scan_record_keys`` (compaction's and the keyless check's pass) and ``decode_batch_records``
-  must agree on every record both read, and a batch ``decode_batch_records`` reads, the lighter
-  scan must read too;
+- ``scan_record_keys`` (compaction's offset map and the compacted-topic checks) and
+  ``decode_batch_records`` (compaction's rebuild) must accept exactly the same batches and agree on
+  every record: a batch the scan reads and the decode refuses stops compaction of its partition;
 - the records of a batch re-encoded under its header (``rebuild_batch``, what compaction writes)
-  must decode to the same records.
+  must decode to the same records; the decoders only return records within their batch's offsets,
+  so every decoded batch can be rebuilt.
 
 Documented: CorruptRecordError and InvalidRecordError (KafkaRecordError) from every check and
-decoder, UnexpectedAppendOffsetError from the follower check, and LocalProtocolError from
-``rebuild_batch`` for records outside their batch's offset range.
+decoder, and UnexpectedAppendOffsetError from the follower check.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from barnabas.log.errors import UnexpectedAppendOffsetError
 from barnabas.log.validator import check_follower_batches, whole_batches
 from barnabas.protocol import (
     KafkaRecordError,
-    LocalProtocolError,
     Record,
     decode_batch_records,
     iter_batch_headers,
@@ -57,9 +56,11 @@ def check_decoders(batch: bytes | bytearray | memoryview) -> list[Record] | None
     """Both decoders on the batch at the start of ``batch``; the records, or None if refused."""
     keys = attempt(lambda: scan_record_keys(batch), KafkaRecordError)
     records = attempt(lambda: decode_batch_records(batch), KafkaRecordError)
-    if records is None:
+    assert (keys is None) == (records is None), (
+        f"only {'scan_record_keys' if records is None else 'decode_batch_records'} reads this batch"
+    )
+    if records is None or keys is None:
         return None
-    assert keys is not None, "decode_batch_records reads a batch scan_record_keys refuses"
     assert [(k.offset, k.key, k.has_value) for k in keys] == [
         (r.offset, r.key, r.value is not None) for r in records
     ], "scan_record_keys and decode_batch_records read different records"
@@ -70,9 +71,8 @@ def check_rebuild(batch: bytes | bytearray | memoryview, records: list[Record]) 
     header = parse_batch_header(batch)
     if not records:
         return
-    rebuilt = attempt(lambda: rebuild_batch(header, records, delete_horizon_ms=None), LocalProtocolError)
-    if rebuilt is not None:
-        assert decode_batch_records(rebuilt) == records, "a rebuilt batch decodes to other records"
+    rebuilt = rebuild_batch(header, records, delete_horizon_ms=None)
+    assert decode_batch_records(rebuilt) == records, "a rebuilt batch decodes to other records"
 
 
 def run(data: bytes) -> None:

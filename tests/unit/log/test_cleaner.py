@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +13,7 @@ from barnabas.log import (
     CleanerConfig,
     CleanerManager,
     CleaningAbortedError,
+    CorruptRecordError,
     InvalidRecordError,
     LogConfig,
     OutOfOrderSequenceError,
@@ -20,6 +22,8 @@ from barnabas.log import (
 )
 from barnabas.log.cleaner_config import MAP_ENTRY_BYTES
 from barnabas.protocol import DELETE_HORIZON_FLAG, Compression, NewRecord, build_record_batch
+from tests.support.peak_memory import measure_peak
+from tests.support.raw_records import expanding_batch, raw_batch, raw_record
 
 from .batches import T0, decode
 from .compaction import latest_per_key, produce, read_batches, read_records, triples
@@ -239,6 +243,39 @@ def test_a_compacted_topic_refuses_keyless_records_as_kafka_does(
     assert log.log_end_offset == 0
     plain = open_log(LogConfig(), directory=log.directory.with_name("plain-0"))
     assert produce(plain, [(None, b"x")]) == 0  # only compacted topics look at keys
+
+
+def test_a_header_key_that_is_not_utf8_is_rebuilt_byte_for_byte(compacted: Callable[..., PartitionLog]) -> None:
+    log = compacted()
+    odd = b"\xff\xfe"  # Kafka takes any bytes here (it reads header keys leniently); so must its cleaner
+    batch = raw_batch([raw_record(0, b"kept", b"v", [(odd, b"x")]), raw_record(1, b"gone", b"old")])
+    log.append_as_leader(bytearray(batch), 0, T0)
+    produce(log, [(b"gone", b"new")])
+    log.roll(T0)
+    cleaning = Cleaning(log, log.directory.parent)
+
+    assert cleaning.once(T0 + 1)
+
+    assert cleaning.checkpoint() == 3
+    ((header, data), _) = read_batches(log)
+    assert (header.base_offset, header.last_offset, header.records_count) == (0, 1, 1)  # rebuilt, one record kept
+    assert raw_record(0, b"kept", b"v", [(odd, b"x")]) in data
+
+
+def test_a_bomb_already_in_a_log_fails_the_pass_within_the_topics_bound(
+    compacted: Callable[..., PartitionLog],
+) -> None:
+    # Written while the topic was not compacted, when batches stay opaque; then the policy changed.
+    log = compacted(LogConfig(segment_bytes=1 << 16, file_delete_delay_ms=0))
+    log.append_as_leader(bytearray(expanding_batch(Compression.ZSTD, 256 << 20)), 0, T0)
+    produce(log, [(b"k", b"v")])
+    log.roll(T0)
+    log.update_config(dataclasses.replace(COMPACT, segment_bytes=1 << 16, max_message_bytes=65_536))  # bound: 4 MiB
+    cleaning = Cleaning(log, log.directory.parent)
+
+    with measure_peak() as peak, pytest.raises(CorruptRecordError, match="at most 4194304 bytes"):
+        cleaning.once(T0 + 1)
+    assert peak.growth < 32 << 20, f"the pass took {peak.growth >> 20} MiB on a bomb"
 
 
 # --- what is never touched ---------------------------------------------------------------------

@@ -18,7 +18,7 @@ from barnabas.log import (
 )
 from barnabas.log.validator import (
     check_follower_batches,
-    check_keys,
+    check_records,
     check_timestamps,
     stamp_log_append_time,
     validate_client_batch,
@@ -32,6 +32,7 @@ from barnabas.protocol import (
     parse_batch_header,
     validate_batch,
 )
+from tests.support.raw_records import expanding_batch, raw_batch, raw_record
 
 from .batches import T0
 
@@ -184,12 +185,49 @@ def test_a_deleting_topic_accepts_keyless_records() -> None:
     assert header.records_count == 2
 
 
-def test_check_keys_shows_at_most_three_errors_but_counts_all() -> None:
+def test_check_records_shows_at_most_three_key_errors_but_counts_all() -> None:
     with pytest.raises(InvalidRecordError) as caught:
-        check_keys(client_batch(keys=[None] * 5), TP)
+        check_records(client_batch(keys=[None] * 5), TP, LogConfig().max_records_bytes)
     assert len(caught.value.record_errors) == 5
     assert "due to 5 record errors in total" in str(caught.value)
     assert str(caught.value).count("RecordError(batchIndex=") == 3
+
+
+# --- compacted topics: what the cleaner must be able to read ---------------------------------
+
+COMPACTED = LogConfig(cleanup_policy="compact")
+
+
+@pytest.mark.parametrize("codec", [0, 4])
+def test_a_compacted_topic_refuses_records_outside_the_batch_offsets(codec: int) -> None:
+    # Count and lastOffsetDelta agree (2 records, delta 1), but the second record claims delta 5.
+    batch = bytearray(raw_batch([raw_record(0, b"a", b"1"), raw_record(5, b"b", b"2")], codec=codec))
+    with pytest.raises(InvalidRecordError, match=f"offset delta 5 .* in topic partition {TP}") as caught:
+        validate_client_batch(batch, COMPACTED, TP)
+    assert caught.value.record_errors == ()
+    assert validate_client_batch(batch, LogConfig(), TP).records_count == 2  # other topics keep batches opaque
+
+
+def test_a_compacted_topic_refuses_a_malformed_record_as_invalid() -> None:
+    record = bytearray(raw_record(0, b"k", b"v", [(b"h", b"x")]))
+    record[-4] = 0x03  # the header key's length: -2
+    with pytest.raises(InvalidRecordError, match="header key length"):
+        validate_client_batch(bytearray(raw_batch([bytes(record)])), COMPACTED, TP)
+
+
+def test_a_compacted_topic_takes_a_header_key_that_is_not_utf8_as_kafka_does() -> None:
+    batch = bytearray(raw_batch([raw_record(0, b"k", b"v", [(b"\xff\xfe", b"x")])]))
+    assert validate_client_batch(batch, COMPACTED, TP).records_count == 1
+
+
+def test_a_compacted_topic_refuses_records_decompressing_past_its_bound() -> None:
+    config = LogConfig(cleanup_policy="compact", max_message_bytes=16_384)
+    assert config.max_records_bytes == 64 * 16_384
+    fits = bytearray(expanding_batch(4, config.max_records_bytes - 100))
+    assert validate_client_batch(fits, config, TP).records_count == 1
+    bomb = bytearray(expanding_batch(4, 64 << 20))
+    with pytest.raises(InvalidRecordError, match=f"at most {config.max_records_bytes} bytes"):
+        validate_client_batch(bomb, config, TP)
 
 
 # --- timestamps: message.timestamp.after.max.ms / before.max.ms ------------------------------
