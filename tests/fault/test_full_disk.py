@@ -16,8 +16,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from barnabas.testing.disk import DiskUnavailableError, SmallDisk
+from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import BrokerCluster
 from tests.support.workload import Workload
 
@@ -78,3 +81,26 @@ def test_a_broker_on_a_full_disk_halts_and_loses_nothing_acknowledged(
         workload.finish(timeout_s=1)
     assert workload.fatal is None, workload.fatal
     assert not result.problems(), result.problems()
+
+
+def test_creating_a_topic_on_a_full_disk_gets_a_storage_error_and_the_broker_serves_on(tmp_path: Path) -> None:
+    try:
+        disk = SmallDisk(tmp_path / "broker", 8 << 20)
+    except DiskUnavailableError as exc:
+        pytest.skip(f"no small disk on this machine: {exc}")
+    # The coordination store elsewhere: what fails is making the topic's logs.
+    broker = BrokerProcess(tmp_path / "broker", 0, ["--coordination", f"sqlite:///{tmp_path / 'coordination.db'}"])
+    try:
+        broker.start()
+        disk.fill(0)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        future = admin.create_topics([NewTopic("no-room", 2, 1)])["no-room"]
+        with pytest.raises(KafkaException) as refused:
+            future.result(timeout=30)
+        assert refused.value.args[0].code() == KafkaError.KAFKA_STORAGE_ERROR, refused.value
+        assert "creating topic no-room failed" in broker.log_text()
+        assert broker.running
+        assert admin.list_topics(timeout=10).brokers, "the broker still answers Metadata"
+    finally:
+        broker.kill()
+        disk.close()

@@ -13,6 +13,7 @@ from typing import Any
 
 from ._options import key_values
 from .errors import CliError
+from .open_files import raise_open_files_limit
 
 log = logging.getLogger("barnabas.cli")
 
@@ -90,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
         config = load_broker_config(args.config, _overrides(args))
     except ConfigError as exc:
         raise CliError(str(exc)) from None
+    raise_open_files_limit()
     import uvloop
 
     return int(uvloop.run(_serve(config, args.port_file, args.admin_port_file, replace=args.replace)))

@@ -13,6 +13,7 @@ deleted by clients, whatever the ACLs: INVALID_TOPIC_EXCEPTION.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections import Counter
 from dataclasses import dataclass
@@ -20,15 +21,19 @@ from typing import Any
 
 from barnabas.cluster import Topic
 from barnabas.config import resolve_topic_config
+from barnabas.coordination import CoordinationError
 from barnabas.protocol import ErrorCode, Request, encode_response
 from barnabas.security.acl import AclOperation, ResourceType
 
+from ..errors import error_code_for
 from ..registry import ApiSpec
 from ..topic_admin import TopicAdminError, create_partitions, create_topic, delete_topic
 from ._authorize import allowed, cluster_allowed
 from ._build import NO_THROTTLE, make, response_types
 from ._needs import NodeNeeds
 from ._view import view_of
+
+log = logging.getLogger(__name__)
 
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
@@ -164,6 +169,9 @@ async def handle_create_topics(state: NodeNeeds, request: Request) -> bytes:
             )
         except TopicAdminError as exc:
             result.update(error_code=exc.error_code, error_message=exc.message)
+        except (OSError, CoordinationError) as exc:  # no space, too many open files, a store that refused it
+            log.error("creating topic %s failed: %s", requested.name, exc)
+            result.update(error_code=error_code_for(exc), error_message=f"Creating the topic failed: {exc}")
         else:
             result.update(
                 topic_id=topic.topic_id,
