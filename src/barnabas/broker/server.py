@@ -244,6 +244,7 @@ class Broker:
                 reuse_address=True,
                 start_serving=False,
                 ssl=security.context,
+                backlog=int(self.config["socket.listen.backlog.size"]),
             )
 
     def _connections(self, registry: ApiRegistry, security: ListenerSecurity) -> Callable[[], KafkaConnection]:

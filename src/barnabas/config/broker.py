@@ -105,6 +105,10 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
               at_least(0)),
     ConfigDef("socket.request.max.bytes", _I, 104857600, "Largest request frame; larger ones close the connection.",
               at_least(1)),
+    ConfigDef("socket.listen.backlog.size", _I, 1024,
+              "Connections the kernel queues for each listener until the broker accepts them (Kafka's default is 50: "
+              "its acceptor is a thread of its own, barnabas accepts on its event loop, which a connection storm "
+              "finds busy; a full queue drops SYNs and clients wait seconds to retry).", at_least(1)),
     ConfigDef("log.segment.bytes", _I, 1073741824, "Segment file size before a roll.", at_least(1 << 20)),
     ConfigDef("log.roll.ms", _L, None, "Time before a segment rolls; overrides log.roll.hours.", at_least(1)),
     ConfigDef("log.roll.hours", _I, 168, "Time before a segment rolls, in hours.", at_least(1)),
@@ -214,7 +218,7 @@ IGNORED_KAFKA_SETTINGS: dict[str, str] = {
         "barnabas serves every connection from one event loop",
     ),
     **dict.fromkeys(
-        ("socket.send.buffer.bytes", "socket.receive.buffer.bytes", "socket.listen.backlog.size"),
+        ("socket.send.buffer.bytes", "socket.receive.buffer.bytes"),
         "the operating system's socket defaults are used",
     ),
     **dict.fromkeys(

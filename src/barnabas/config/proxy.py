@@ -89,6 +89,8 @@ PROXY_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("socket.connection.setup.timeout.ms", _I, 10_000, "How long connecting to a broker may take.",
                   at_least(1)),
         ConfigDef("socket.request.max.bytes", _I, 104_857_600, "The largest request a client may send.", at_least(1)),
+        ConfigDef("socket.listen.backlog.size", _I, 1024, "Client connections the kernel queues until the proxy "
+                  "accepts them (Kafka's broker default is 50; see the broker's setting).", at_least(1)),
         ConfigDef("metadata.max.age.ms", _I, 30_000, "How often the proxy reads the cluster's metadata anyway.",
                   at_least(100)),
         ConfigDef("proxy.peer.probe.interval.ms", _I, 2_000, "How often the other proxy nodes are probed.",

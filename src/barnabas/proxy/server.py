@@ -108,6 +108,7 @@ class Proxy:
             reuse_address=True,
             start_serving=False,
             ssl=self.security.listener.context,
+            backlog=int(self.config["socket.listen.backlog.size"]),
         )
         bound_port = int(self._server.sockets[0].getsockname()[1])
         self._start_admin()
