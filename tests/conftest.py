@@ -55,12 +55,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 @pytest.fixture
 def cluster_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., BrokerCluster]]:
-    """Build broker clusters (BrokerCluster's arguments); every broker of every one is killed afterwards,
-    however the test ended, and its log's last lines are printed if the test failed."""
+    """Build broker clusters (BrokerCluster's arguments, and ``cluster_class``, a subclass, to build another kind);
+    every broker of every one is killed afterwards, however the test ended, and its log's last lines are printed
+    if the test failed."""
     made: list[BrokerCluster] = []
 
-    def make(*args: object, **kwargs: object) -> BrokerCluster:
-        cluster = BrokerCluster(*args, **kwargs)  # type: ignore[arg-type]
+    def make(*args: object, cluster_class: type[BrokerCluster] = BrokerCluster, **kwargs: object) -> BrokerCluster:
+        cluster = cluster_class(*args, **kwargs)  # type: ignore[arg-type]
         made.append(cluster)
         return cluster
 

@@ -7,11 +7,13 @@ of every active segment lost, started again at once)} and each victim in {a part
 the controller}, the victim is failed and brought back, and the cluster must heal (every
 partition led, every ISR full) before the next cycle. At the end every acknowledged value must
 have been consumed exactly once, in per-partition produce order. It runs on the embedded
-SQLite, etcd and ZooKeeper backends. In ``make test`` (which must stay within its time) the ten
+SQLite, etcd and ZooKeeper backends, and once more on SQLite with the brokers replicating over a
+SASL_SSL inter-broker listener (SCRAM-SHA-512) that the producer and consumer use too
+(tests.support.secure.SaslSslCluster). In ``make test`` (which must stay within its time) the ten
 (failure, victim) pairs are shared out over the three backends, so each pair runs once on one of
-them; ``make fault`` runs every pair on every backend (``BARNABAS_TEST_REPLICATION_SPLIT=0``),
-``BARNABAS_TEST_REPLICATION_CYCLES`` times (5), and ``BARNABAS_TEST_REPLICATION_FAULTS`` picks
-failures (names, comma-separated).
+them, and the SASL_SSL run takes SQLite's share; ``make fault`` runs every pair on every variant
+(``BARNABAS_TEST_REPLICATION_SPLIT=0``), ``BARNABAS_TEST_REPLICATION_CYCLES`` times (5), and
+``BARNABAS_TEST_REPLICATION_FAULTS`` picks failures (names, comma-separated).
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ import pytest
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import CLUSTER_BACKENDS, BrokerCluster
+from tests.support.cluster import coordination_url as coordination_url_on
 from tests.support.host_crash import cut_active_segment_tails
+from tests.support.secure import SaslSslCluster
 from tests.support.workload import Workload
 
 TOPIC = "replicated"
@@ -80,6 +84,21 @@ SPLIT = os.environ.get("BARNABAS_TEST_REPLICATION_SPLIT", "1") == "1"
 pytestmark = pytest.mark.timeout(300 + 60 * CYCLES * len(CHOSEN))
 
 
+#: (coordination backend, cluster kind): the plaintext cluster on every backend, the SASL_SSL one on SQLite.
+VARIANTS = [*((backend, BrokerCluster) for backend in CLUSTER_BACKENDS), ("sqlite", SaslSslCluster)]
+
+
+@pytest.fixture(params=VARIANTS, ids=["sqlite", "etcd", "zookeeper", "sqlite-sasl_ssl"])
+def variant(request: pytest.FixtureRequest) -> tuple[str, type[BrokerCluster]]:
+    return tuple(request.param)  # type: ignore[return-value]
+
+
+@pytest.fixture
+def coordination_url(request: pytest.FixtureRequest, variant: tuple[str, type[BrokerCluster]], tmp_path: Path) -> str:
+    """A fresh coordination URL on the variant's backend."""
+    return coordination_url_on(request, variant[0], tmp_path)
+
+
 def pairs_for(coordination_url: str) -> list[tuple[str, str]]:
     """The (failure, victim role) pairs this backend runs: all of them, or its share when split."""
     pairs = [(name, role) for name in CHOSEN for role in ROLES]
@@ -90,11 +109,16 @@ def pairs_for(coordination_url: str) -> list[tuple[str, str]]:
 
 
 def test_no_acknowledged_message_is_lost_through_broker_failures(
-    tmp_path: Path, coordination_url: str, cluster_factory: Callable[..., BrokerCluster]
+    tmp_path: Path,
+    coordination_url: str,
+    variant: tuple[str, type[BrokerCluster]],
+    cluster_factory: Callable[..., BrokerCluster],
 ) -> None:
-    cluster = cluster_factory(tmp_path, 3, coordination_url, {"min.insync.replicas": "2"}).start()
+    properties = {"min.insync.replicas": "2"}
+    cluster = cluster_factory(tmp_path, 3, coordination_url, properties, cluster_class=variant[1]).start()
     cluster.create_topic(TOPIC, 3, 3)
-    workload = Workload(cluster.bootstrap, TOPIC, 3).start()
+    bootstrap, client = cluster.client_access()
+    workload = Workload(bootstrap, TOPIC, 3, client).start()
     try:
         workload.wait_acked(200)
         done = []
@@ -119,7 +143,7 @@ def test_no_acknowledged_message_is_lost_through_broker_failures(
             capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
         print("--- native stacks ---\n" + native.stdout + native.stderr)
-        read_back = dataclasses.replace(result, consumed=workload.read_back(cluster.bootstrap))
+        read_back = dataclasses.replace(result, consumed=workload.read_back(bootstrap))
         print(f"--- a fresh consumer's read-back finds: {read_back.problems() or 'every acknowledged record'}")
         # What the test names is the log: a fresh consumer reading every partition from offset 0 finds each
         # acknowledged value exactly once, in order, or the test fails. The live consumer stalling while the

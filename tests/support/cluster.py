@@ -36,3 +36,7 @@ class BrokerCluster(ShippedCluster):
 
     def alive(self) -> list[BrokerProcess]:  # type: ignore[override]
         return [b for b in self.brokers if b.running]
+
+    def client_access(self) -> tuple[str, dict[str, str]]:
+        """How a workload's clients reach the brokers: a bootstrap, and security settings (librdkafka's) to add."""
+        return self.bootstrap, {}

@@ -4,7 +4,7 @@ Requests are kio entities framed by hand: request header v2 (with an empty tagge
 section) for flexible versions, v1 otherwise; ``client_id`` is always a legacy nullable string.
 Responses are decoded with kio: response header v1 for flexible versions, v0 otherwise, and v0
 for ApiVersions in every version (Kafka's special case). Nothing here hides a failure: a closed
-connection or a timeout raises.
+connection or a timeout raises. :meth:`RawKafkaClient.connect` takes an SSL context for a TLS listener.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import io
 import itertools
 import select
 import socket
+import ssl
 import struct
 import time
 from typing import Any
@@ -108,9 +109,18 @@ class RawKafkaClient:
         self.sock = sock
 
     @classmethod
-    def connect(cls, host: str, port: int, timeout: float = 10.0) -> RawKafkaClient:
+    def connect(
+        cls, host: str, port: int, timeout: float = 10.0, *, tls: ssl.SSLContext | None = None
+    ) -> RawKafkaClient:
+        """Connect, through a TLS handshake with ``tls`` when given (the host is the server name checked)."""
         sock = socket.create_connection((host, port), timeout=timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:
+            try:
+                sock = tls.wrap_socket(sock, server_hostname=host)
+            except BaseException:
+                sock.close()
+                raise
         return cls(sock)
 
     def __enter__(self) -> RawKafkaClient:
@@ -164,6 +174,8 @@ class RawKafkaClient:
         passes, or when the broker sends data instead (the connection is evidently open).
         """
         deadline = time.monotonic() + timeout
+        if isinstance(self.sock, ssl.SSLSocket):
+            return self._tls_closed(deadline)
         while (left := deadline - time.monotonic()) > 0:
             readable, _, _ = select.select([self.sock], [], [], left)
             if not readable:
@@ -177,6 +189,22 @@ class RawKafkaClient:
                     return True
                 raise
             return not data
+        return False
+
+    def _tls_closed(self, deadline: float) -> bool:
+        """is_closed over TLS, which cannot peek: a byte read means open; end of stream, a reset or an alert, closed.
+
+        A read may take no application data (TLS 1.3 session tickets) and wait on: it is retried until the deadline.
+        """
+        assert isinstance(self.sock, ssl.SSLSocket)
+        while (left := deadline - time.monotonic()) > 0:
+            self.sock.settimeout(left)
+            try:
+                return not self.sock.recv(1)
+            except TimeoutError:
+                continue
+            except (ConnectionResetError, BrokenPipeError, ssl.SSLError):
+                return True
         return False
 
     # --- kio requests ------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 Kafka's ReplicationTest (tests/kafkatest/tests/core/replication_test.py) re-done: an idempotent
 acks=all producer writes numbered values round-robin over the partitions while a consumer reads
 every partition from the start; afterwards every acknowledged value must have been consumed
-exactly once, and each partition's values must come in the order they were produced.
+exactly once, and each partition's values must come in the order they were produced. ``client``
+settings (librdkafka's: security.protocol, ssl.*, sasl.*) go to every client it makes.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 import threading
 import time
 from collections import defaultdict, deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
@@ -67,8 +69,9 @@ class Workload:
     delivery callback, a run once left the producer, the consumer and the test all waiting on it.
     """
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int, client: Mapping[str, str] | None = None) -> None:
         self.topic = topic
+        self._client = dict(client or {})
         self.partitions = partitions
         self.result = WorkloadResult()
         self._acked: deque[tuple[int, int]] = deque()  # (partition, value)
@@ -87,6 +90,7 @@ class Workload:
             "retry.backoff.ms": 100,
             "topic.metadata.refresh.interval.ms": 1000,
             "error_cb": self._on_error,
+            **self._client,
         })  # fmt: skip
         #: The consumer client's own debug lines (the last few thousand), for a run that fails.
         self.consumer_log: deque[str] = deque(maxlen=5000)
@@ -101,6 +105,7 @@ class Workload:
                 # fresh consumer read every record: keep to the brokers it knows.
                 "metadata.recovery.strategy": "none",
                 "debug": "consumer,fetch,topic",
+                **self._client,
             },
             logger=_ring_logger(self.consumer_log),
         )
@@ -145,7 +150,9 @@ class Workload:
 
         Tells acknowledged records that are gone apart from a live consumer that stopped reading.
         """
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-back-{time.monotonic_ns()}"})
+        consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": f"read-back-{time.monotonic_ns()}", **self._client}
+        )
         found: dict[int, list[tuple[int, int]]] = defaultdict(list)
         try:
             ends = {

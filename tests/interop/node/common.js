@@ -4,6 +4,7 @@
 // Their command lines and outputs are the ones tests/interop/README.md documents.
 'use strict'
 
+const fs = require('fs')
 const { Kafka, logLevel } = require('kafkajs')
 
 const KAFKAJS_VERSION = require('kafkajs/package.json').version
@@ -39,7 +40,18 @@ const kafkaConfig = (clientId, bootstrap) => ({
   logCreator: stderrLogCreator,
 })
 
-const newKafka = (clientId, bootstrap) => new Kafka(kafkaConfig(clientId, bootstrap))
+// --client-config FILE (JSON) adds kafkajs's `ssl` and `sasl` options: {"ssl": {"ca", "cert", "key"} (file
+// paths, read here), "sasl": {"mechanism", "username", "password"}}; without it the connection is PLAINTEXT.
+function securityConfig(file) {
+  if (!file) return {}
+  const { ssl, sasl } = JSON.parse(fs.readFileSync(file, 'utf8'))
+  const read = path => (path ? fs.readFileSync(path) : undefined)
+  const tls = ssl && { ca: [read(ssl.ca)], cert: read(ssl.cert), key: read(ssl.key) }
+  return { ...(tls && { ssl: tls }), ...(sasl && { sasl }) }
+}
+
+const newKafka = (clientId, bootstrap, clientConfig) =>
+  new Kafka({ ...kafkaConfig(clientId, bootstrap), ...securityConfig(clientConfig) })
 
 // "Name: message" of an error (or whatever was thrown).
 const reasonOf = e => `${e && e.name ? e.name + ': ' : ''}${e && e.message ? e.message : e}`
@@ -85,5 +97,5 @@ function runDriver(tool, main, phases, watchdogMs, limit) {
 }
 
 module.exports = {
-  KAFKAJS_VERSION, text, parseArgs, stderrLogCreator, newKafka, reasonOf, Phases, runDriver,
+  KAFKAJS_VERSION, text, parseArgs, stderrLogCreator, securityConfig, newKafka, reasonOf, Phases, runDriver,
 }

@@ -2,7 +2,7 @@
 // kafkajs interop driver for barnabas (see tests/interop/common.py for the contract).
 //
 //   node driver.js --bootstrap 127.0.0.1:9092 --topic T --mode plain|gzip|snappy|lz4|zstd|idempotent \
-//       --count 10000 --partitions 3 --out report.json [--timeout-ms 100000]
+//       --count 10000 --partitions 3 --out report.json [--timeout-ms 100000] [--client-config FILE]
 //
 // Admin (createTopics / fetchTopicOffsets / deleteTopics) and produce use kafkajs's public API.
 // kafkajs has no assign() consumer, so the read path drives kafkajs's own protocol layer: a
@@ -21,7 +21,7 @@ const { createLogger } = require('kafkajs/src/loggers')
 const ISOLATION_LEVEL = require('kafkajs/src/protocol/isolationLevel')
 const defaultSocketFactory = require('kafkajs/src/network/socketFactory')
 const {
-  KAFKAJS_VERSION, text, parseArgs, stderrLogCreator, newKafka, Phases, runDriver,
+  KAFKAJS_VERSION, text, parseArgs, stderrLogCreator, securityConfig, newKafka, Phases, runDriver,
 } = require('./common')
 
 const VALUE_SIZE = 100
@@ -94,7 +94,7 @@ async function main() {
   const started = Date.now()
   const deadline = started + args['timeout-ms']
 
-  const kafka = newKafka(clientId, bootstrap)
+  const kafka = newKafka(clientId, bootstrap, args['client-config'])
   const admin = kafka.admin()
   await admin.connect()
 
@@ -152,6 +152,7 @@ async function main() {
     retry: { retries: 5 },
     allowAutoTopicCreation: false,
     isolationLevel: ISOLATION_LEVEL.READ_COMMITTED, // what kafkajs's consumer uses by default
+    ...securityConfig(args['client-config']),
   })
   await cluster.connect()
   await cluster.addTargetTopic(topic)

@@ -2,7 +2,7 @@
 // kafkajs consumer-GROUP driver for barnabas (contract: tests/interop/README.md, "Consumer-group drivers").
 //
 //   node group_driver.js --bootstrap 127.0.0.1:9092 --topic T --group G --count N --out report.json \
-//       [--timeout-s 60]
+//       [--timeout-s 60] [--client-config FILE]
 //
 // Joins group G with kafkajs's real consumer (subscribe(), fromBeginning = earliest when the group
 // has no committed offset, autoCommit off), processes exactly N records (eachMessage ignores any
@@ -44,7 +44,7 @@ async function main() {
   const started = Date.now()
   const deadline = started + args['timeout-s'] * 1000
 
-  const kafka = newKafka('group-driver-kafkajs', bootstrap)
+  const kafka = newKafka('group-driver-kafkajs', bootstrap, args['client-config'])
   const consumer = kafka.consumer({
     groupId: group,
     heartbeatInterval: 500, // default 3000; sessionTimeout (30000) and rebalanceTimeout (60000) stay default

@@ -20,6 +20,7 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
 
+import static barnabas.interop.Tools.clientConfig;
 import static barnabas.interop.Tools.clientVersion;
 import static barnabas.interop.Tools.groupConsumerConfig;
 import static barnabas.interop.Tools.json;
@@ -34,7 +35,8 @@ import static barnabas.interop.Tools.runDriver;
  *
  * <pre>
  * java -cp 'target/interop-driver.jar:target/lib/*' barnabas.interop.GroupDriver \
- *     --bootstrap 127.0.0.1:9092 --topic T --group G --count N --out report.json [--timeout-ms 60000]
+ *     --bootstrap 127.0.0.1:9092 --topic T --group G --count N --out report.json [--timeout-ms 60000] \
+ *     [--client-config client.properties]
  * </pre>
  *
  * KafkaConsumer (classic group protocol, subscribe(), enable.auto.commit=false,
@@ -50,6 +52,7 @@ public final class GroupDriver extends Tools.Driver {
     private final String topic;
     private final String group;
     private final int count;
+    private final Properties clientConfig;
 
     private final List<String> errors = Collections.synchronizedList(new ArrayList<>());
     private final List<String> assignments = new ArrayList<>();
@@ -61,6 +64,7 @@ public final class GroupDriver extends Tools.Driver {
         this.topic = required(args, "topic");
         this.group = required(args, "group");
         this.count = Integer.parseInt(required(args, "count"));
+        this.clientConfig = clientConfig(args);
         if (count < 1) {
             throw new IllegalArgumentException("bad --count " + count);
         }
@@ -76,6 +80,7 @@ public final class GroupDriver extends Tools.Driver {
     void run() { // throws no checked exception (so no ExecutionException for runDriver to unwrap)
         long started = System.nanoTime();
         Properties cp = groupConsumerConfig(bootstrap, "group-driver-java", group, StringDeserializer.class);
+        cp.putAll(clientConfig);
 
         enter("join");
         Map<Integer, Long> nextOffset = new TreeMap<>(); // partition -> last processed offset + 1

@@ -27,6 +27,7 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
+import static barnabas.interop.Tools.clientConfig;
 import static barnabas.interop.Tools.clientVersion;
 import static barnabas.interop.Tools.json;
 import static barnabas.interop.Tools.jsonNumbers;
@@ -41,7 +42,7 @@ import static barnabas.interop.Tools.runDriver;
  * <pre>
  * java -cp 'target/interop-driver.jar:target/lib/*' barnabas.interop.InteropDriver \
  *     --bootstrap 127.0.0.1:9092 --topic T --mode plain|gzip|snappy|lz4|zstd|idempotent \
- *     --count 10000 --partitions 3 --out report.json [--timeout-ms 100000]
+ *     --count 10000 --partitions 3 --out report.json [--timeout-ms 100000] [--client-config client.properties]
  * </pre>
  *
  * AdminClient creates the topic, lists earliest/latest offsets and deletes the topic; KafkaProducer
@@ -61,6 +62,7 @@ public final class InteropDriver extends Tools.Driver {
     private final int count;
     private final int partitions;
     private final String clientId;
+    private final Properties clientConfig;
 
     private final List<String> errors = Collections.synchronizedList(new ArrayList<>());
     private final AtomicInteger errorCount = new AtomicInteger();
@@ -77,6 +79,7 @@ public final class InteropDriver extends Tools.Driver {
         this.partitions = Integer.parseInt(args.getOrDefault("partitions", "3"));
         startClock(Long.parseLong(args.getOrDefault("timeout-ms", "100000")));
         this.clientId = "interop-java-" + mode;
+        this.clientConfig = clientConfig(args);
     }
 
     static String keyFor(int i) {
@@ -122,6 +125,7 @@ public final class InteropDriver extends Tools.Driver {
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(AdminClientConfig.CLIENT_ID_CONFIG, clientId);
+        p.putAll(clientConfig);
         return p;
     }
 

@@ -49,6 +49,23 @@ final class Tools {
         return v;
     }
 
+    /**
+     * The client settings of "--client-config FILE" (a properties file: security.protocol, ssl.*,
+     * sasl.*), which every client a tool makes takes over its own; none without the flag.
+     */
+    static Properties clientConfig(Map<String, String> args) {
+        Properties p = new Properties();
+        String file = args.get("client-config");
+        if (file != null) {
+            try (InputStream in = Files.newInputStream(Path.of(file))) {
+                p.load(in);
+            } catch (IOException e) {
+                throw new IllegalArgumentException("--client-config " + file + ": " + e);
+            }
+        }
+        return p;
+    }
+
     /** kafka-clients' version, from the properties file its jar carries (the parser class is internal). */
     static String kafkaVersion() {
         try (InputStream in = TopicPartition.class.getResourceAsStream("/kafka/kafka-version.properties")) {
