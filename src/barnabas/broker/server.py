@@ -50,6 +50,7 @@ from barnabas.coordination import (
 from barnabas.log import LogManager, read_broker_id
 from barnabas.security import ListenerSecurity, client_security, listener_security
 from barnabas.security.authorizer import authorizer_for
+from barnabas.security.tls_accept import TlsHandshake
 
 from .admin_endpoint import BrokerAdmin
 from .connection import KafkaConnection
@@ -238,18 +239,33 @@ class Broker:
         for listener in self._listeners.listeners:
             security = self._security[listener.name]
             self._servers[listener.name] = await loop.create_server(
-                self._connections(registry, security),
+                self._connections(registry, security, listener.name),
                 host=listener.host or None,
                 port=listener.port,
                 reuse_address=True,
                 start_serving=False,
-                ssl=security.context,
                 backlog=int(self.config["socket.listen.backlog.size"]),
             )
 
-    def _connections(self, registry: ApiRegistry, security: ListenerSecurity) -> Callable[[], KafkaConnection]:
-        """What a listener makes of each connection it accepts."""
-        return lambda: KafkaConnection(self._serving_state(), registry, security)
+    def _connections(
+        self, registry: ApiRegistry, security: ListenerSecurity, listener: str
+    ) -> Callable[[], asyncio.BaseProtocol]:
+        """What a listener makes of each connection it accepts: a Kafka connection, after a TLS handshake
+        of its own on a TLS listener (``tls_accept``: so that a failed one is logged and counted)."""
+        context = security.context
+        if context is None:
+            return lambda: KafkaConnection(self._serving_state(), registry, security)
+
+        def handshake() -> TlsHandshake:
+            state = self._serving_state()
+            return TlsHandshake(
+                context,
+                listener,
+                lambda: KafkaConnection(state, registry, security),
+                lambda name: state.node.metrics.authenticated(name, success=False, reauthentication=False),
+            )
+
+        return handshake
 
     def _serving_state(self) -> BrokerState:
         """The complete state a new connection's handlers use (the listener serves only once it exists)."""

@@ -25,6 +25,7 @@ from barnabas.config import ConfigError, ProxyConfig, hostname_ordinal
 from barnabas.coordination import CoordinationError, Storage, open_storage
 from barnabas.protocol import BufferPool
 from barnabas.security import ANONYMOUS
+from barnabas.security.tls_accept import TlsHandshake
 
 from .admin_endpoint import ProxyAdmin
 from .cluster_view import ClusterView, NoBrokerError
@@ -101,13 +102,14 @@ class Proxy:
         await self._check_acting_for()
         listener = config.listener
         loop = asyncio.get_running_loop()
+        context = self.security.listener.context
         self._server = await loop.create_server(
-            self._new_session,
+            # On TLS a handshake of its own first, so that a failed one is logged (security/tls_accept.py).
+            self._new_session if context is None else lambda: TlsHandshake(context, listener.name, self._new_session),
             host=listener.host or None,
             port=listener.port,
             reuse_address=True,
             start_serving=False,
-            ssl=self.security.listener.context,
             backlog=int(self.config["socket.listen.backlog.size"]),
         )
         bound_port = int(self._server.sockets[0].getsockname()[1])
