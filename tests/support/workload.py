@@ -3,7 +3,10 @@
 Kafka's ReplicationTest (tests/kafkatest/tests/core/replication_test.py) re-done: an idempotent
 acks=all producer writes numbered values round-robin over the partitions while a consumer reads
 every partition from the start; afterwards every acknowledged value must have been consumed
-exactly once, and each partition's values must come in the order they were produced. ``client``
+exactly once, and each partition's values must come in the order they were produced. Beyond
+Kafka's check (Jepsen's queue checker): each acknowledged value must sit at the offset its
+acknowledgement named, no value may appear that was never sent (or on a partition it was not sent
+to), and each partition's high watermark must lie past every offset acknowledged on it. ``client``
 settings (librdkafka's: security.protocol, ssl.*, sasl.*) go to every client it makes.
 """
 
@@ -24,6 +27,13 @@ class WorkloadResult:
     acked: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))  # partition -> values
     failed: list[str] = field(default_factory=list)
     consumed: dict[int, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))  # (offset, value)
+    #: partition -> {offset: value} as the delivery reports named them.
+    acked_at: dict[int, dict[int, int]] = field(default_factory=lambda: defaultdict(dict))
+    #: How many values the producer handed out (0 .. sent-1, value v to partition v % partitions).
+    sent: int = 0
+    partitions: int = 0
+    #: Each partition's high watermark as a fresh consumer found it (``Workload.read_back``).
+    ends: dict[int, int] = field(default_factory=dict)
 
     @property
     def acked_count(self) -> int:
@@ -45,6 +55,18 @@ class WorkloadResult:
                 found.append(f"partition {partition}: {len(missing)} acked values lost, e.g. {sorted(missing)[:5]}")
             if seen != sorted(seen):
                 found.append(f"partition {partition}: values out of produce order")
+            at = dict(consumed)
+            moved = [(o, v) for o, v in self.acked_at.get(partition, {}).items() if o in at and at[o] != v]
+            if moved:
+                found.append(f"partition {partition}: {len(moved)} acked offsets hold another value, e.g. {moved[:3]}")
+            end = self.ends.get(partition)
+            highest = max(self.acked_at.get(partition, {}), default=-1)
+            if end is not None and end <= highest:
+                found.append(f"partition {partition}: high watermark {end} not past acked offset {highest}")
+        for partition, consumed in sorted(self.consumed.items()):
+            unknown = [v for _, v in consumed if not 0 <= v < self.sent or v % max(self.partitions, 1) != partition]
+            if self.sent and unknown:
+                found.append(f"partition {partition}: {len(unknown)} values never sent there, e.g. {unknown[:5]}")
         return found
 
 
@@ -74,7 +96,8 @@ class Workload:
         self._client = dict(client or {})
         self.partitions = partitions
         self.result = WorkloadResult()
-        self._acked: deque[tuple[int, int]] = deque()  # (partition, value)
+        self._acked: deque[tuple[int, int, int]] = deque()  # (partition, offset, value)
+        self._sent = 0
         self._failed: deque[str] = deque()
         self._consumed: deque[tuple[int, int, int]] = deque()  # (partition, offset, value)
         self._stop_producing = threading.Event()
@@ -138,7 +161,7 @@ class Workload:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             seen = {(partition, value) for partition, _, value in list(self._consumed)}
-            if all(acked in seen for acked in list(self._acked)):
+            if all((partition, value) in seen for partition, _, value in list(self._acked)):
                 break
             time.sleep(0.1)
         self._stop_consuming.set()
@@ -159,6 +182,7 @@ class Workload:
                 p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
                 for p in range(self.partitions)
             }
+            self.result.ends = dict(ends)
             consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
             deadline = time.monotonic() + timeout_s
             while time.monotonic() < deadline and any(
@@ -172,9 +196,10 @@ class Workload:
         return found
 
     def _collect(self) -> WorkloadResult:
-        result = WorkloadResult()
-        for partition, value in list(self._acked):
+        result = WorkloadResult(sent=self._sent, partitions=self.partitions)
+        for partition, offset, value in list(self._acked):
             result.acked[partition].append(value)
+            result.acked_at[partition][offset] = value
         result.failed = list(self._failed)
         for partition, offset, value in list(self._consumed):
             result.consumed[partition].append((offset, value))
@@ -188,7 +213,7 @@ class Workload:
 
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
         if error is None:
-            self._acked.append((message.partition(), int(message.value())))
+            self._acked.append((message.partition(), message.offset(), int(message.value())))
         else:
             self._failed.append(str(error))
 
@@ -203,6 +228,7 @@ class Workload:
                     on_delivery=self._on_delivery,
                 )
                 sequence += 1
+                self._sent = sequence
             except BufferError:
                 self._producer.poll(0.05)
                 continue
