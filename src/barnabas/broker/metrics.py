@@ -37,6 +37,9 @@ class BrokerMetrics:
         self.messages_in: dict[str, int] = {}
         self.bytes_in_total = 0
         self.messages_in_total = 0
+        #: Record bytes sent to consumers (followers' fetches are replication, not counted: Kafka's BytesOutPerSec).
+        self.bytes_out: dict[str, int] = {}
+        self.bytes_out_total = 0
         self.isr_shrinks = 0
         self.isr_expands = 0
         #: (listener, outcome) -> count; outcome is Kafka's metric name (successful-authentication, ...).
@@ -57,6 +60,11 @@ class BrokerMetrics:
         self.bytes_in_total += size_bytes
         self.messages_in_total += records
 
+    def fetched(self, topic: str, size_bytes: int) -> None:
+        """A consumer's Fetch answer carries ``size_bytes`` of ``topic``'s records."""
+        self.bytes_out[topic] = self.bytes_out.get(topic, 0) + size_bytes
+        self.bytes_out_total += size_bytes
+
     def isr_changed(self, before: Sequence[int], after: Sequence[int]) -> None:
         """A led partition's ISR went from ``before`` to ``after`` (written to coordination).
 
@@ -70,7 +78,7 @@ class BrokerMetrics:
 
     def forget_topics_but(self, live: Collection[str]) -> None:
         """Drop the per-topic counts of topics not in ``live`` (deleted ones)."""
-        for counts in (self.bytes_in, self.messages_in):
+        for counts in (self.bytes_in, self.messages_in, self.bytes_out):
             for topic in [t for t in counts if t not in live]:
                 del counts[topic]
 
@@ -88,6 +96,12 @@ class BrokerMetrics:
             self.messages_in,
             self.messages_in_total,
         )
+        bytes_out = _per_topic(
+            "kafka_server_brokertopicmetrics_bytesout",
+            "Record bytes this broker sent to consumers, per topic and in all (Kafka's BytesOutPerSec).",
+            self.bytes_out,
+            self.bytes_out_total,
+        )
         shrinks = CounterMetricFamily(
             "kafka_server_replicamanager_isrshrinks",
             "ISR changes of partitions this broker leads that removed members (Kafka's IsrShrinksPerSec).",
@@ -98,7 +112,8 @@ class BrokerMetrics:
             "ISR changes of partitions this broker leads that added members (Kafka's IsrExpandsPerSec).",
             value=self.isr_expands,
         )
-        return [*self.requests.families(api_name), bytes_in, messages_in, shrinks, expands, *self._authentications()]
+        topics = [bytes_in, messages_in, bytes_out]
+        return [*self.requests.families(api_name), *topics, shrinks, expands, *self._authentications()]
 
     def _authentications(self) -> list[Metric]:
         families: list[Metric] = []

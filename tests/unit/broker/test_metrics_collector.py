@@ -30,7 +30,7 @@ from barnabas.coordination import SessionState
 from barnabas.protocol import iter_batch_headers
 from tests.support.requests import batch, timeout_ms
 from tests.unit.broker.in_memory import InMemoryBroker, in_memory_broker
-from tests.unit.broker.test_handlers import create, find_coordinator, produce
+from tests.unit.broker.test_handlers import create, fetch, find_coordinator, produce
 
 T = TypeVar("T")
 OFFSET_COMMIT, DELETE_TOPICS = 8, 20
@@ -91,6 +91,22 @@ def test_bytes_and_messages_in_come_from_the_appended_batch_headers(tmp_path: Pa
     assert samples[("kafka_log_log_logendoffset", topic_labels("in", 0))] == 4
     assert samples[("kafka_log_log_logstartoffset", topic_labels("in", 0))] == 0
     assert samples[("kafka_log_log_numlogsegments", topic_labels("in", 0))] == 1
+
+
+def test_bytes_out_count_the_records_a_consumer_fetches(tmp_path: Path) -> None:
+    records = batch(b"a", b"b" * 50)
+
+    async def scenario(broker: InMemoryBroker) -> tuple[Samples, Samples]:
+        await create(broker, "out")
+        assert (await produce(broker, "out", records)).error_code == ErrorCode.none
+        before = scrape(broker)
+        assert (await fetch(broker, "out", 0)).error_code == ErrorCode.none
+        return before, scrape(broker)
+
+    before, after = run(tmp_path, scenario)
+    assert ("kafka_server_brokertopicmetrics_bytesout_total", (("topic", "out"),)) not in before
+    assert after[("kafka_server_brokertopicmetrics_bytesout_total", (("topic", "out"),))] == len(records)
+    assert after[("kafka_server_brokertopicmetrics_bytesout_total", ())] >= len(records)
 
 
 def test_a_rejected_append_counts_nothing(tmp_path: Path) -> None:

@@ -164,6 +164,14 @@ def _read_all(
     return results, total, errors
 
 
+def _count_bytes_out(state: PartitionNeeds, results: list[tuple[str, list[FetchPartitionResult[FileSlice]]]]) -> None:
+    metrics = state.node.metrics
+    for topic, partitions in results:
+        size = sum(len(chunk) for outcome in partitions for chunk in outcome.records)
+        if size:
+            metrics.fetched(topic, size)
+
+
 def _denied(state: PartitionNeeds, body: FetchRequest, replica_id: int) -> frozenset[str]:
     """The topics this fetch may not read: a follower needs CLUSTER_ACTION, a consumer READ on each topic."""
     if state.node.acls is None:
@@ -191,6 +199,8 @@ async def handle(state: PartitionNeeds, request: Request) -> list[bytes | memory
         if total >= min_bytes or errors or remaining <= 0 or not watched:
             break
         await state.node.fetch_waiters.wait(watched, remaining)
+    if replica_id < 0 and total:
+        _count_bytes_out(state, results)
     return encode_fetch_response(request.header.api_version, request.header.correlation_id, results)
 
 
