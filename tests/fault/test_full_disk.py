@@ -66,7 +66,7 @@ def test_a_broker_on_a_full_disk_halts_and_loses_nothing_acknowledged(
         others = [b for b in cluster.brokers if b.broker_id != victim]
         disks[victim].fill(LEFT_BYTES)
         wait_exit(cluster, victim, timeout_s=60)
-        assert "log dir" in cluster.brokers[victim].tail(40)
+        assert "halting: log dir" in cluster.brokers[victim].log_text()
         cluster.wait_for(
             lambda md: md.topics[TOPIC].partitions[0].leader not in (-1, victim), "a new leader", ask=others
         )

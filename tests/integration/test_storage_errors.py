@@ -1,9 +1,10 @@
-"""A segment write that fails answers KAFKA_STORAGE_ERROR, as Kafka does for a failed log write.
+"""A segment write that fails answers KAFKA_STORAGE_ERROR, then the broker halts, as Kafka's does.
 
 The failure is real: the broker runs under ``prlimit --fsize`` (RLIMIT_FSIZE; CPython ignores
 SIGXFSZ, so a write past the limit fails with EFBIG), with small indexes so that only the
-segment grows. The write fails on the append writer thread; the produce's answer must say so,
-on a connection that stays open, and the log must be cut back and serve on.
+segment grows. The write fails on the append writer thread; the produce's answer must say so.
+The log dir is then offline and the broker halts (exit code 1, Kafka's LogDirFailureHandler);
+started again, it has cut the log back to the batches that landed and serves on.
 """
 
 from __future__ import annotations
@@ -57,12 +58,15 @@ def test_a_failed_segment_write_answers_kafka_storage_error(tmp_path) -> None:  
             assert codes[-1] == ErrorCode.kafka_storage_error, codes
             assert set(codes[:-1]) <= {ErrorCode.none}
             written = len(codes) - 1
-            # Same connection: still open, the log cut back to the batches that landed, and it serves on.
+        assert broker.process.wait_exit(30) == 1, "the broker halts once its only log dir failed"
+        assert any("halting: log dir" in line for line in broker.output)
+        assert not [line for line in broker.output if "unexpected error" in line]
+        broker.start()  # the disk "fixed": the file size limit leaves room for a small batch
+        with connect(broker) as client:
             assert latest_offset(client, topic) == written
             small = produce(client, topic, 0, batch(b"small"), acks=1)
             assert small.error_code == ErrorCode.none, small
             assert small.base_offset == written
             assert fetch(client, topic, 0, written).error_code == ErrorCode.none
-        assert not [line for line in broker.output if "unexpected error" in line]
     finally:
         broker.kill()
