@@ -35,8 +35,8 @@ def test_compare_writes_a_sane_side_by_side_report(tmp_path: Path) -> None:
     out = tmp_path / "compare"
     done = _compare(
         "--systems", ",".join(ORDER), "--brokers", "1",
-        "--produce-seconds", "1.5", "--warmup-seconds", "0.5", "--latency-seconds", "1.5", "--latency-loads", "50",
-        "--metadata-seconds", "1", "--proxy-connections", str(PROXY_CONNECTIONS),
+        "--produce-seconds", "1", "--warmup-seconds", "0.5", "--latency-seconds", "1", "--latency-loads", "50",
+        "--metadata-seconds", "0.5", "--proxy-connections", str(PROXY_CONNECTIONS),
         "--metadata-partitions", str(METADATA_PARTITIONS), "--loopback-seconds", "0.5", "--disk-seconds", "0.5",
         "--output", str(out), "--no-progress",
         timeout=580,

@@ -38,7 +38,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 # Unique names: the broker is shared by every Spark test of the session.
 TOPIC, ALERTS, DEAD_LETTERS = (f"{name}-{uuid.uuid4().hex[:8]}" for name in ("telemetry", "alerts", "dead-letters"))
-SPEC = TelemetrySpec(readings=2400, seed=11, malformed_rate=0.02)
+SPEC = TelemetrySpec(readings=1800, seed=11, malformed_rate=0.02)
 MAX_OFFSETS_PER_TRIGGER = 600
 THRESHOLD = 80.0
 WATERMARK_DELAY = timedelta(seconds=30)
