@@ -43,6 +43,7 @@ from kio.serial._introspect import (
 )
 
 from ._errors import RemoteProtocolError
+from ._tagged import FIXED_SIZES
 
 __all__ = ["MAX_ARRAY_ELEMENTS", "MAX_TAGGED_FIELDS", "check_declared_sizes", "read_uvarint"]
 
@@ -51,13 +52,6 @@ MAX_ARRAY_ELEMENTS: Final = 1_000_000
 #: The most fields a tagged-field section may declare (Kafka 4.4's limit).
 MAX_TAGGED_FIELDS: Final = 10_000
 
-_FIXED_SIZES = {
-    "int8": 1, "uint8": 1, "bool": 1,
-    "int16": 2, "uint16": 2, "error_code": 2,
-    "int32": 4, "uint32": 4, "timedelta_i32": 4,
-    "int64": 8, "uint64": 8, "float64": 8, "timedelta_i64": 8, "datetime_i64": 8,
-    "uuid": 16,
-}  # fmt: skip
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 
@@ -199,8 +193,8 @@ def _emit_count(src: _Source, depth: int, flexible: bool, what: str, field: data
 
 
 def _emit_primitive(src: _Source, depth: int, kafka_type: str, flexible: bool) -> None:
-    if kafka_type in _FIXED_SIZES:
-        src.emit(depth, f"pos += {_FIXED_SIZES[kafka_type]}")
+    if kafka_type in FIXED_SIZES:
+        src.emit(depth, f"pos += {FIXED_SIZES[kafka_type]}")
     elif kafka_type == "string":
         _emit_length_prefixed(src, depth, flexible, 2)
     elif kafka_type in ("bytes", "records"):
@@ -214,8 +208,8 @@ def _emit_field(src: _Source, depth: int, field: dataclasses.Field[Any], flexibl
     if isinstance(kind, PrimitiveTupleField):
         kafka_type = get_schema_field_type(field)
         _emit_count(src, depth, flexible, what, field)
-        if kafka_type in _FIXED_SIZES:
-            src.emit(depth, f"if n > 0: pos += n * {_FIXED_SIZES[kafka_type]}")
+        if kafka_type in FIXED_SIZES:
+            src.emit(depth, f"if n > 0: pos += n * {FIXED_SIZES[kafka_type]}")
             return
         src.emit(depth, "for _ in range(n):")
         _emit_primitive(src, depth + 1, kafka_type, flexible)
@@ -248,8 +242,8 @@ def _emit_entity(src: _Source, depth: int, entity_type: Any) -> None:
             known[int(tag)] = _field_walker(field, flexible, what)
             continue
         kind = classify_field(field)
-        if isinstance(kind, PrimitiveField) and get_schema_field_type(field) in _FIXED_SIZES:
-            run += _FIXED_SIZES[get_schema_field_type(field)]
+        if isinstance(kind, PrimitiveField) and get_schema_field_type(field) in FIXED_SIZES:
+            run += FIXED_SIZES[get_schema_field_type(field)]
             continue
         if run:
             src.emit(depth, f"pos += {run}")

@@ -30,9 +30,10 @@ from kio.serial._introspect import (
 
 from ._errors import RemoteProtocolError
 
-__all__ = ["strip_unknown_tags"]
+__all__ = ["FIXED_SIZES", "strip_unknown_tags"]
 
-_FIXED_SIZES = {
+#: Bytes of each fixed-size Kafka type (the declared-size walk uses the same table).
+FIXED_SIZES = {
     "int8": 1, "uint8": 1, "bool": 1,
     "int16": 2, "uint16": 2, "error_code": 2,
     "int32": 4, "uint32": 4, "timedelta_i32": 4,
@@ -109,8 +110,8 @@ def _length_prefixed(flexible: bool, legacy_size: int) -> _Walker:
 
 
 def _primitive_walker(kafka_type: str, flexible: bool) -> _Walker:
-    if kafka_type in _FIXED_SIZES:
-        size = _FIXED_SIZES[kafka_type]
+    if kafka_type in FIXED_SIZES:
+        size = FIXED_SIZES[kafka_type]
         return lambda cursor: cursor.copy(size)
     if kafka_type == "string":
         return _length_prefixed(flexible, 2)
