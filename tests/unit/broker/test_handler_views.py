@@ -74,7 +74,7 @@ VIEWS: dict[int, type] = {
     sasl.AUTHENTICATE_KEY: sasl.SaslAuthenticateRequest,
     scram_credentials.DESCRIBE_KEY: scram_credentials.DescribeUserScramCredentialsRequest,
     scram_credentials.ALTER_KEY: scram_credentials.AlterUserScramCredentialsRequest,
-    acls.DESCRIBE_ACLS: acls.DescribeAclsRequest,
+    acls.DESCRIBE_ACLS: acls.AclFilterView,
     acls.CREATE_ACLS: acls.CreateAclsRequest,
     acls.DELETE_ACLS: acls.DeleteAclsRequest,
     client_quotas.DESCRIBE_KEY: client_quotas.DescribeClientQuotasRequest,

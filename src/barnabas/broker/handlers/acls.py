@@ -52,7 +52,9 @@ _DENIED = "Cluster authorization failed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DescribeAclsRequest:
+class AclFilterView:
+    """The filter fields, the same in a DescribeAcls request's body and in each DeleteAcls filter."""
+
     resource_type_filter: int
     resource_name_filter: str | None
     pattern_type_filter: int = PatternType.LITERAL
@@ -79,22 +81,11 @@ class CreateAclsRequest:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DeleteAclsFilter:
-    resource_type_filter: int
-    resource_name_filter: str | None
-    pattern_type_filter: int = PatternType.LITERAL
-    principal_filter: str | None
-    host_filter: str | None
-    operation: int
-    permission_type: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class DeleteAclsRequest:
-    filters: tuple[DeleteAclsFilter, ...]
+    filters: tuple[AclFilterView, ...]
 
 
-def _filter(view: DescribeAclsRequest | DeleteAclsFilter) -> AclBindingFilter:
+def _filter(view: AclFilterView) -> AclBindingFilter:
     return AclBindingFilter(
         ResourceType.of(view.resource_type_filter), view.resource_name_filter, PatternType.of(view.pattern_type_filter),
         view.principal_filter, view.host_filter, AclOperation.of(view.operation),
@@ -132,7 +123,7 @@ def _refusal(state: NodeNeeds, operation: AclOperation) -> tuple[ErrorCode, str]
 
 def handle_describe_acls(state: NodeNeeds, request: Request) -> bytes:
     types = response_types(DESCRIBE_ACLS, request.header.api_version)
-    acl_filter = _filter(view_of(DescribeAclsRequest, request.body))
+    acl_filter = _filter(view_of(AclFilterView, request.body))
     resources: list[Any] = []
     error, message = _refusal(state, AclOperation.DESCRIBE) or (ErrorCode.none, None)
     if error is ErrorCode.none and (problem := filter_problem(acl_filter)):
