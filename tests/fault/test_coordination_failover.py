@@ -12,15 +12,14 @@ exactly once, in per-partition produce order.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 import pytest
 
-from barnabas.testing.servers.etcd import EtcdCluster, EtcdServer
-from barnabas.testing.servers.zookeeper import ZooKeeperEnsemble, ZooKeeperServer
+from barnabas.testing.servers.etcd import EtcdCluster
+from barnabas.testing.servers.zookeeper import ZooKeeperEnsemble
 from tests.contract.servers.etcd import etcd_cluster  # noqa: F401 - the quorums this test fails
 from tests.contract.servers.zookeeper import zookeeper_ensemble  # noqa: F401
 from tests.support.cluster import BrokerCluster
@@ -38,33 +37,6 @@ class Member(Protocol):
     def pause(self) -> None: ...
     def resume(self) -> None: ...
     def start(self, timeout_s: float | None = None) -> object: ...
-
-
-def etcd_leader_among(quorum: EtcdCluster, members: list[EtcdServer], timeout_s: float = 20.0) -> EtcdServer:
-    """The leader ``members`` agree on (a paused member is left out: it would not answer)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            ids = {member.member_id(): member for member in members}
-            leaders = {str(member.status().get("leader", "0")) for member in members}
-        except (OSError, ValueError, KeyError):
-            leaders = set()
-        if len(leaders) == 1 and (leader := leaders.pop()) in ids:
-            return ids[leader]
-        time.sleep(0.05)
-    raise AssertionError(f"no leader agreed among {[m.name for m in members]}\n{quorum.log_tails()}")
-
-
-def zookeeper_leader_among(
-    quorum: ZooKeeperEnsemble, members: list[ZooKeeperServer], timeout_s: float = 30.0
-) -> ZooKeeperServer:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        leaders = [member for member in members if member.mode() == "leader"]
-        if len(leaders) == 1:
-            return leaders[0]
-        time.sleep(0.05)
-    raise AssertionError(f"no leader among {[m.name for m in members]}\n{quorum.log_tails()}")
 
 
 def run_failovers(
@@ -125,7 +97,7 @@ def test_etcd_leader_failover_loses_nothing(
         tmp_path,
         etcd_cluster.url_for(),
         members,
-        lambda among: etcd_leader_among(etcd_cluster, among),  # type: ignore[arg-type,return-value]
+        lambda among: etcd_cluster.leader(20.0, [m for m in etcd_cluster.members if m in among]),
         cluster_factory,
     )
 
@@ -140,6 +112,6 @@ def test_zookeeper_leader_failover_loses_nothing(
         tmp_path,
         zookeeper_ensemble.url_for(),
         members,
-        lambda among: zookeeper_leader_among(zookeeper_ensemble, among),  # type: ignore[arg-type,return-value]
+        lambda among: zookeeper_ensemble.leader(30.0, [m for m in zookeeper_ensemble.members if m in among]),
         cluster_factory,
     )

@@ -11,7 +11,6 @@ consumer then reads every acknowledged value exactly once, in per-partition prod
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -46,14 +45,6 @@ def disks(tmp_path: Path) -> Iterator[list[SmallDisk]]:
         disk.close()
 
 
-def wait_exit(cluster: BrokerCluster, broker_id: int, timeout_s: float) -> None:
-    broker = cluster.brokers[broker_id]
-    deadline = time.monotonic() + timeout_s
-    while broker.running:
-        assert time.monotonic() < deadline, f"broker {broker_id} still runs on a full disk:\n{broker.tail(30)}"
-        time.sleep(0.05)
-
-
 def test_a_broker_on_a_full_disk_halts_and_loses_nothing_acknowledged(
     tmp_path: Path, disks: list[SmallDisk], cluster_factory: Callable[..., BrokerCluster]
 ) -> None:
@@ -65,7 +56,8 @@ def test_a_broker_on_a_full_disk_halts_and_loses_nothing_acknowledged(
         victim = cluster.leader_of(TOPIC, 0)
         others = [b for b in cluster.brokers if b.broker_id != victim]
         disks[victim].fill(LEFT_BYTES)
-        wait_exit(cluster, victim, timeout_s=60)
+        halted = cluster.brokers[victim].process.wait_exit(60)
+        assert halted is not None, f"broker {victim} still runs on a full disk:\n{cluster.brokers[victim].tail(30)}"
         assert "halting: log dir" in cluster.brokers[victim].log_text()
         cluster.wait_for(
             lambda md: md.topics[TOPIC].partitions[0].leader not in (-1, victim), "a new leader", ask=others

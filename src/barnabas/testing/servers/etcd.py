@@ -17,6 +17,7 @@ import shutil
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..network import NetNode
@@ -152,14 +153,15 @@ class EtcdCluster(ServerGroup[EtcdServer], QuorumUrls):
     def member_urls(self) -> list[EtcdServer]:
         return self.members
 
-    def leader(self, timeout_s: float = 10.0) -> EtcdServer:
-        """The member that is leader now, as every live member agrees (waits through an election)."""
+    def leader(self, timeout_s: float = 10.0, among: Sequence[EtcdServer] | None = None) -> EtcdServer:
+        """The member that is leader now, as every live member (or every one of ``among``: leave out a
+        paused one, which would not answer) agrees; waits through an election."""
         deadline = time.monotonic() + timeout_s
         while True:
             try:
                 leaders = set()
                 ids: dict[str, EtcdServer] = {}
-                for member in self.members:
+                for member in self.members if among is None else among:
                     if member.running:
                         status = member.status()
                         leaders.add(str(status.get("leader", "0")))

@@ -19,6 +19,7 @@ import contextlib
 import shutil
 import socket
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..process import ManagedServer, ServerGroup, ServerProcess, free_ports
@@ -179,11 +180,13 @@ class ZooKeeperEnsemble(ServerGroup[ZooKeeperServer], QuorumUrls):
     def member_urls(self) -> list[ZooKeeperServer]:
         return self.members
 
-    def leader(self, timeout_s: float = 20.0) -> ZooKeeperServer:
-        """The member whose ``srvr`` says ``Mode: leader`` (waits through an election)."""
+    def leader(self, timeout_s: float = 20.0, among: Sequence[ZooKeeperServer] | None = None) -> ZooKeeperServer:
+        """The member (of ``among``, default all: leave out a paused one) whose ``srvr`` says ``Mode: leader``;
+        waits through an election."""
         deadline = time.monotonic() + timeout_s
         while True:
-            leaders = [member for member in self.members if member.running and member.mode() == "leader"]
+            asked = self.members if among is None else among
+            leaders = [member for member in asked if member.running and member.mode() == "leader"]
             if len(leaders) == 1:
                 return leaders[0]
             if time.monotonic() > deadline:
