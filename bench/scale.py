@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from barnabas.benchmark._connection_probe import rss_kib  # noqa: E402
 from barnabas.benchmark._system import environment  # noqa: E402
 from barnabas.testing import FAST_FAILOVER, Broker, BrokerCluster  # noqa: E402
 
@@ -75,10 +76,7 @@ def rss_mb(pid: int | None) -> float:
     """Resident memory of ``pid`` in MB (VmRSS)."""
     if pid is None:
         return 0.0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
+    return round(rss_kib(Path(f"/proc/{pid}/status").read_text()) / 1024, 1)
 
 
 def timed(action: Callable[[], object]) -> float:

@@ -18,11 +18,13 @@ import struct
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
 
+from barnabas.benchmark._connection_probe import rss_kib
 from tests.support.broker_process import BrokerProcess
 from tests.support.raw_client import RawKafkaClient, encode_request
 from tests.support.requests import (
@@ -53,11 +55,7 @@ def rss_bytes(broker: BrokerProcess) -> int:
     """The broker process's resident memory."""
     pid = broker.pid
     assert pid is not None
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS line")
+    return rss_kib(Path(f"/proc/{pid}/status").read_text()) * 1024
 
 
 def connect_from(broker: BrokerProcess, source: str = HOST, timeout: float = PROMPT_S) -> RawKafkaClient:
