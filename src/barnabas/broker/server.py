@@ -22,7 +22,8 @@ import dataclasses
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from barnabas.cluster import (
     BrokerEndpoint,
@@ -47,7 +48,7 @@ from barnabas.coordination import (
     open_storage,
     wait_until_lost,
 )
-from barnabas.log import LogManager, read_broker_id
+from barnabas.log import LogManager, read_broker_id, read_cluster_id
 from barnabas.security import ListenerSecurity, client_security, listener_security
 from barnabas.security.authorizer import authorizer_for
 from barnabas.security.tls_accept import TlsHandshake
@@ -64,6 +65,7 @@ from .registry import ApiRegistry
 from .replication import ReplicaManager
 from .state import BrokerState, Endpoint, NodeState
 from .topic_admin import stored_log_config
+from .topic_restore import restore_topics
 
 __all__ = ["Broker"]
 
@@ -87,6 +89,21 @@ def resolve_broker_id(config: BrokerConfig) -> int:
         if stored is not None:
             return stored
     return 0
+
+
+def _store_lost(claim: PendingClaim | None, logs: LogManager) -> bool:
+    """Whether the store has no claim of this broker while its dirs hold data: it lost what it knew.
+
+    A store recreated (or emptied) under brokers that kept their volumes, or one from before
+    claims existed: the topics of this broker's logs that the store lacks are restored then.
+    """
+    return claim is not None and claim.expected_version == 0 and any(d not in logs.fresh_dirs for d in logs.log_dirs)
+
+
+def _cluster_id_on_disk(log_dirs: Sequence[Path]) -> str | None:
+    """The cluster id the log dirs name, if exactly one: the id a store that lost its own takes."""
+    found = {cluster_id for directory in log_dirs if (cluster_id := read_cluster_id(directory)) is not None}
+    return next(iter(found)) if len(found) == 1 else None
 
 
 class Broker:
@@ -151,7 +168,7 @@ class Broker:
         metastore = self._storage.metastore
         topics = TopicStore(self._storage)
         brokers = BrokerRegistry(metastore)
-        cluster_id = await topics.cluster_id()
+        cluster_id = await topics.cluster_id(_cluster_id_on_disk(config.log_dirs))
         await topics.load()
         credentials = CredentialStore(self._storage)
         await credentials.load()
@@ -186,6 +203,7 @@ class Broker:
         self._cleaner = LogCleanerService(
             self._logs, backoff_ms=cleaner_config.backoff_ms, clock_ms=lambda: int(self.clock() * 1000)
         )
+        restored = await restore_topics(topics, self._logs) if _store_lost(self._pending_claim, self._logs) else None
         self._logs.load_all(now_ms, {name: stored_log_config(config, topic) for name, topic in topics.topics.items()})
         inter_broker = self._listeners.inter_broker_listener
         node = NodeState(
@@ -206,6 +224,9 @@ class Broker:
             rack=config["broker.rack"],
             inter_broker=self._inter_broker,
         )
+        if restored is not None:
+            node.kept_topics = restored.unrestorable
+            await node.producer_ids.ensure_beyond(self._logs.highest_producer_id())
         self.node = node
         loop = asyncio.get_running_loop()
         if listen:

@@ -95,6 +95,9 @@ class NodeState:
     quotas: ClientQuotas = field(init=False)
     #: Whole requests read but not yet taken up, over every connection (``queued.max.requests``).
     queued_requests: QueuedRequests = field(init=False)
+    #: Topics with logs here that the store lacks and a restore could not rebuild (no readable copy
+    #: of their document): their logs are kept, not deleted (``topic_restore``).
+    kept_topics: set[str] = field(default_factory=set)
     #: Called after this broker changed topics or partition states itself (an admin request), so the
     #: replica manager takes the change up now rather than when the watch reports it.
     changed_here: list[Callable[[], None]] = field(default_factory=list)

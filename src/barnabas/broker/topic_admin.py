@@ -300,7 +300,8 @@ def reconcile_local_logs(state: NodeState) -> None:
 
     A log whose topic was deleted, or deleted and re-created under a new id, while this broker
     was down is removed, as Kafka's StopReplica with deletion would. A topic whose stored
-    document does not read is not a deleted one: its logs stay (TopicStore.unreadable_topics).
+    document does not read is not a deleted one: its logs stay (TopicStore.unreadable_topics);
+    nor is one a restore could not rebuild (NodeState.kept_topics).
     """
     expected = {
         (topic.name, partition): topic
@@ -308,11 +309,11 @@ def reconcile_local_logs(state: NodeState) -> None:
         for partition, replicas in topic.assignment.items()
         if state.broker_id in replicas
     }
-    unreadable = state.topics.unreadable_topics
+    kept = state.topics.unreadable_topics | state.kept_topics
     for name, partition in list(state.logs.partitions()):
         partition_log = state.logs.get(name, partition)
         topic = expected.get((name, partition))
-        if topic is None and name in unreadable:
+        if topic is None and name in kept and name not in state.topics.topics:
             continue
         stale_id = (
             partition_log is not None

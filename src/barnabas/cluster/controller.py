@@ -58,6 +58,7 @@ from .leadership import (
     initial_state,
     preferred_election,
     reassign,
+    recovered_election,
     settle_on,
     unclean_election,
 )
@@ -95,7 +96,10 @@ def next_partition_state(
     ISR; a leader that is either is replaced by the first in-sync replica at the next leader
     epoch. Only when no ISR member is in sync any more does one that came back lead again (a
     cleanly stopped one first), as Kafka keeps the last ISR member and elects it when it returns.
+    A partition restored from its replicas' logs waits for all of them (``recovered_election``).
     """
+    if state.recovered is not None:
+        return recovered_election(state, replicas, live)
     current = state.current_isr(broker_epochs(live))
     if state.leader in current:
         return state.with_isr(current, {}) if current != state.isr else None

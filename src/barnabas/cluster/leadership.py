@@ -48,6 +48,7 @@ __all__ = [
     "initial_state",
     "preferred_election",
     "reassign",
+    "recovered_election",
     "settle_on",
     "unclean_election",
 ]
@@ -70,7 +71,45 @@ def in_sync(state: PartitionState, broker_id: int, live: Live) -> bool:
 def elected(state: PartitionState, leader: int, isr: Sequence[int], live: Live) -> PartitionState:
     """``state`` led by ``leader`` at the next leader epoch with ISR ``isr`` (their live broker epochs)."""
     moved = state.with_isr(isr, {r: live[r].epoch for r in isr if r in live})
-    return dataclasses.replace(moved, leader=leader, leader_epoch=state.leader_epoch + 1)
+    return dataclasses.replace(moved, leader=leader, leader_epoch=state.leader_epoch + 1, recovered=None)
+
+
+def recovered_election(state: PartitionState, replicas: Sequence[int], live: Live) -> PartitionState | None:
+    """The first leader of a partition restored from its replicas' logs, or None while it must wait.
+
+    The coordination store that knew the partition's ISR is gone, so any replica may be the one
+    that lagged. An acknowledged record is on the leader of its epoch, and every later leader was
+    elected from an ISR that held it; so the replica whose log ends latest — the highest leader
+    epoch in its log, then the highest offset — holds every acknowledged record the others hold.
+    It is chosen only once every replica has reported (one not heard from may be that replica),
+    and only while it is live; it leads alone in the ISR at an epoch above every reported one,
+    and the others truncate to it and join as any follower does. A tie goes to assignment order.
+    """
+    ends = state.recovered
+    if ends is None or any(r not in ends for r in replicas):
+        return None
+    best = _latest_log(ends, replicas)
+    return _restored_leader(state, ends, best, live) if best in live else None
+
+
+def _latest_log(ends: Mapping[int, tuple[int, int]], among: Sequence[int]) -> int:
+    """Of ``among`` (all reported), the replica whose log ends latest; the first of them on a tie."""
+    return max(among, key=lambda r: (ends[r], -among.index(r)))
+
+
+def _restored_leader(
+    state: PartitionState, ends: Mapping[int, tuple[int, int]], leader: int, live: Live
+) -> PartitionState:
+    """A restored partition led by ``leader`` alone, at an epoch above every one its replicas' logs hold."""
+    epoch = max([state.leader_epoch, *(epoch for epoch, _ in ends.values())]) + 1
+    return PartitionState(
+        leader=leader,
+        leader_epoch=epoch,
+        isr=(leader,),
+        controller_epoch=state.controller_epoch,
+        broker_epochs={leader: live[leader].epoch},
+        topic_id=state.topic_id,
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -107,9 +146,18 @@ def preferred_election(state: PartitionState, replicas: Sequence[int], live: Liv
 
 
 def unclean_election(state: PartitionState, replicas: Sequence[int], live: Live) -> PartitionState | ElectionError:
-    """A leader for a partition that has no in-sync leader: in-sync if possible, else any live replica."""
+    """A leader for a partition that has no in-sync leader: in-sync if possible, else any live replica.
+
+    A restored partition still waiting for a replica's report (``recovered_election``) takes the
+    live replica whose reported log ends latest: the operator gives up on the missing ones.
+    """
     if in_sync(state, state.leader, live):
         return ElectionError(ErrorCode.election_not_needed, "Partition has a live leader already.")
+    if state.recovered is not None:
+        reported = [r for r in replicas if r in live and r in state.recovered]
+        if not reported:
+            return ElectionError(ErrorCode.eligible_leaders_not_available, "No live replica has reported its log yet.")
+        return _restored_leader(state, state.recovered, _latest_log(state.recovered, reported), live)
     current = state.current_isr(broker_epochs(live))
     candidates = [r for r in replicas if r in current]
     if candidates:

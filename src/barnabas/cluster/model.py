@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from .stored_values import StoredDocument
+from .stored_values import CorruptValueError, StoredDocument
 
 __all__ = [
     "PartitionState",
@@ -147,6 +147,12 @@ class PartitionState:
     writes it never flushed, so its old place in the ISR is not its new incarnation's (KIP-903).
     ``topic_id`` names the topic the state belongs to, so a state left behind by a deleted topic
     of the same name is never taken for the state of its successor.
+
+    ``recovered`` is set (possibly empty) only on the state of a partition restored from its
+    replicas' logs after the coordination store was lost (``cluster.restore``): who led it and
+    who was in sync is unknown, so each replica reports the end of its log there — broker id ->
+    (latest leader epoch in its log, or -1, log end offset) — and the controller elects the
+    replica with the most once every replica has reported (``leadership.recovered_election``).
     """
 
     leader: int
@@ -155,6 +161,7 @@ class PartitionState:
     controller_epoch: int = 0
     broker_epochs: Mapping[int, int] = field(default_factory=dict)
     topic_id: uuid.UUID | None = None
+    recovered: Mapping[int, tuple[int, int]] | None = None
 
     def in_sync(self, broker_id: int, broker_epoch: int | None) -> bool:
         """Whether ``broker_id``, registered now in ``broker_epoch``, is in the ISR in that incarnation."""
@@ -180,6 +187,9 @@ class PartitionState:
         }
         if self.topic_id is not None:
             document["topic_id"] = str(self.topic_id)
+        if self.recovered is not None:
+            document["recovering"] = True
+            document["recovered"] = {str(r): list(end) for r, end in sorted(self.recovered.items())}
         return json.dumps(document, sort_keys=True).encode()
 
     @classmethod
@@ -190,6 +200,12 @@ class PartitionState:
             CorruptValueError: the value is not a partition state as barnabas writes it.
         """
         document = StoredDocument(data, what)
+        recovered: dict[int, tuple[int, int]] | None = None
+        if document.flag("recovering", False):
+            ends = document.integers_by_number("recovered")
+            if any(len(end) != 2 for end in ends.values()):
+                raise CorruptValueError(what, "field 'recovered' has a log end that is not [epoch, offset]")
+            recovered = {broker: (end[0], end[1]) for broker, end in ends.items()}
         return cls(
             leader=document.integer("leader"),
             leader_epoch=document.integer("leader_epoch"),
@@ -197,4 +213,5 @@ class PartitionState:
             controller_epoch=document.integer("controller_epoch", 0),
             broker_epochs=document.integer_by_number("broker_epochs"),
             topic_id=document.optional_identifier("topic_id"),
+            recovered=recovered,
         )

@@ -38,6 +38,31 @@ class ProducerIdAllocator:
         self._next += 1
         return producer_id
 
+    async def ensure_beyond(self, producer_id: int) -> None:
+        """Hand out only ids above ``producer_id`` from now on, on every broker of this store.
+
+        For a store that lost its counter while the logs kept their producers' states (a cluster
+        recreated on its old volumes): an id handed out again would meet its old sequence
+        numbers in those logs (OUT_OF_ORDER_SEQUENCE_NUMBER for a new producer).
+
+        Raises:
+            CorruptValueError: the block counter does not read.
+        """
+        wanted = (producer_id // BLOCK_SIZE + 1) * BLOCK_SIZE
+        if self._next <= producer_id:
+            self._next = self._end = 0
+        while True:
+            current = await self._storage.get(KEY)
+            document = json.dumps({"next": wanted, "broker": self._broker_id}).encode()
+            try:
+                if current is None:
+                    await self._storage.put_if_absent(KEY, document)
+                elif StoredDocument(current.value, f"the producer id block {KEY}").integer("next") <= producer_id:
+                    await self._storage.compare_and_set(KEY, document, current.version)
+            except (KeyExistsError, VersionConflictError):
+                continue
+            return
+
     async def _reserve_block(self) -> tuple[int, int]:
         while True:
             current = await self._storage.get(KEY)

@@ -120,8 +120,12 @@ class TopicStore:
         self.unreadable.pop(key, None)
         return value
 
-    async def cluster_id(self) -> str:
+    async def cluster_id(self, proposed: str | None = None) -> str:
         """The cluster id, created on first use by whoever gets there first.
+
+        A store without one takes ``proposed`` if given: the id in the proposer's log dirs, so a
+        cluster recreated on its old volumes keeps its id (Strimzi's users meet "Invalid
+        cluster.id" there), else a new random one.
 
         Raises:
             CorruptValueError: the stored id is not text; a broker cannot start without knowing its cluster.
@@ -130,7 +134,9 @@ class TopicStore:
         if existing is not None:
             return text_value(existing.value, f"the cluster id {CLUSTER_ID_KEY}")
         with contextlib.suppress(KeyExistsError):
-            await self._storage.put_if_absent(CLUSTER_ID_KEY, new_cluster_id().encode())
+            await self._storage.put_if_absent(CLUSTER_ID_KEY, (proposed or new_cluster_id()).encode())
+            if proposed is not None:
+                log.warning("the coordination store had no cluster id: it takes %s, this broker's dirs'", proposed)
         stored = await self._storage.get(CLUSTER_ID_KEY)
         assert stored is not None
         return text_value(stored.value, f"the cluster id {CLUSTER_ID_KEY}")
@@ -368,6 +374,27 @@ class TopicStore:
             raise TopicExistsError(topic.name) from None
         self._remember_topic(topic, version)
         await self.write_new_states(topic, states)
+
+    async def restore(self, topic: Topic, states: dict[int, PartitionState]) -> bool:
+        """Store a topic rebuilt from its logs after the store lost it: its states first, then its document.
+
+        The reverse of ``create``'s order: until the document exists the states are orphans, so a
+        restorer that stops in between leaves no topic without states, for which the controller
+        would write fresh ones electing a leader without asking the replicas' logs. Of brokers
+        restoring the same topic at once, one document wins; the others' states are its states.
+
+        Returns:
+            Whether this call stored the document (False: the name was taken meanwhile).
+        """
+        await self.write_new_states(topic, states)
+        try:
+            version = await self._storage.put_if_absent(_topic_key(topic.name), topic.to_json())
+        except KeyExistsError:
+            await self.refresh_topic(topic.name)
+            return False
+        self._remember_topic(topic, version)
+        await self.refresh([_partition_key(topic.name, p) for p in topic.assignment])
+        return True
 
     async def update(self, topic: Topic, new_states: dict[int, PartitionState] | None = None) -> None:
         """Replace a topic's document (config or added partitions) with compare-and-set, then write

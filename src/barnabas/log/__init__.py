@@ -46,7 +46,8 @@ from .files import TopicPartition
 from .leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from .log import PartitionLog
 from .log_manager import LogManager
-from .meta_properties import MetaProperties, read_broker_id
+from .meta_properties import MetaProperties, read_broker_id, read_cluster_id
+from .partition_metadata import read_topic_id
 from .producer_state import ProducerStateManager
 from .results import (
     AppendResult,
@@ -60,9 +61,11 @@ from .results import (
 )
 from .scheduler import LogScheduler
 from .segment import LogSegment
+from .topic_document import TOPIC_DOCUMENT, read_topic_document, write_topic_document
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
+    "TOPIC_DOCUMENT",
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
     "AppendResult",
@@ -109,4 +112,8 @@ __all__ = [
     "TopicPartition",
     "UnexpectedAppendOffsetError",
     "read_broker_id",
+    "read_cluster_id",
+    "read_topic_document",
+    "read_topic_id",
+    "write_topic_document",
 ]

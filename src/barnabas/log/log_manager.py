@@ -289,6 +289,16 @@ class LogManager:
         self._last_checkpoint_ms = self._last_hw_checkpoint_ms = now_ms
         return sorted(loaded)
 
+    def partition_dirs(self) -> dict[TopicPartition, Path]:
+        """Every partition dir in the log dirs, loaded or not (a restore reads them before loading)."""
+        found: dict[TopicPartition, Path] = {}
+        for log_dir in self.log_dirs:
+            for child in sorted(log_dir.iterdir()):
+                tp = parse_partition_dir_name(child.name) if child.is_dir() else None
+                if tp is not None and not child.name.endswith(DELETE_DIR_SUFFIX):
+                    found.setdefault(tp, child)
+        return found
+
     @staticmethod
     def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
         try:
@@ -301,6 +311,10 @@ class LogManager:
         """The open log of a partition, or None."""
         entry = self._logs.get(TopicPartition(topic, partition))
         return entry[1] if entry is not None else None
+
+    def highest_producer_id(self) -> int:
+        """The highest producer id any open log holds a state of (-1: none)."""
+        return max((pid for _, log in self._logs.values() for pid in log.producer_state.producers), default=-1)
 
     def partitions(self) -> list[TopicPartition]:
         """Every partition with an open log, sorted."""

@@ -98,3 +98,16 @@ def read_broker_id(log_dir: Path) -> int | None:
     except (CorruptCheckpointError, OSError, UnicodeDecodeError):
         return None
     return meta.broker_id if meta is not None else None
+
+
+def read_cluster_id(log_dir: Path) -> str | None:
+    """The cluster id stored in ``log_dir``, or None when there is none or it is unreadable.
+
+    Lenient like :func:`read_broker_id`: it serves a coordination store that lost its cluster id
+    (a cluster recreated on its old volumes) before the log dirs are checked strictly.
+    """
+    try:
+        meta = read_meta_properties(log_dir)
+    except (CorruptCheckpointError, OSError, UnicodeDecodeError):
+        return None
+    return meta.cluster_id if meta is not None else None

@@ -13,6 +13,7 @@ from barnabas.cluster.leadership import (
     initial_state,
     preferred_election,
     reassign,
+    recovered_election,
     unclean_election,
 )
 from barnabas.protocol import ErrorCode
@@ -151,3 +152,44 @@ def test_a_restarted_replica_is_not_in_sync_for_elections() -> None:
     assert completed_reassignment(moving, 0, state, restarted) is None, "2 is in the ISR only as its old self"
     led_by_restarted = ps(2, 4, (2, 3))
     assert unclean_election(led_by_restarted, (2, 3), restarted) == ps(3, 5, (3,)), "a restarted leader is no leader"
+
+
+def recovering(**ends: tuple[int, int]) -> PartitionState:
+    """A restored partition's state with the log ends reported so far (``b1=(epoch, offset)``)."""
+    return PartitionState(-1, 0, (), recovered={int(name[1:]): end for name, end in ends.items()})
+
+
+def test_a_restored_partition_waits_until_every_replica_has_reported_its_log() -> None:
+    state = recovering(b1=(4, 100), b2=(4, 90))
+    assert recovered_election(state, (1, 2, 3), live(1, 2, 3)) is None
+
+
+def test_the_replica_whose_log_ends_latest_leads_a_restored_partition_above_every_reported_epoch() -> None:
+    """The highest leader epoch wins over a longer log of an older epoch (a deposed leader's unreplicated tail)."""
+    state = recovering(b1=(4, 100), b2=(5, 90), b3=(5, 95))
+    elected_state = recovered_election(state, (1, 2, 3), live(1, 2, 3))
+    assert elected_state == PartitionState(3, 6, (3,), 0, {3: EPOCH}, None, None)
+
+
+def test_a_tie_goes_to_assignment_order_and_an_empty_log_reports_epoch_minus_one() -> None:
+    state = recovering(b1=(-1, 0), b2=(3, 50), b3=(3, 50))
+    assert recovered_election(state, (3, 2, 1), live(1, 2, 3)) == PartitionState(3, 4, (3,), 0, {3: EPOCH})
+
+
+def test_a_restored_partition_whose_best_replica_is_gone_again_waits() -> None:
+    state = recovering(b1=(2, 10), b2=(2, 20))
+    assert recovered_election(state, (1, 2), live(1)) is None
+
+
+def test_an_unclean_election_gives_up_on_missing_reports_and_takes_the_latest_reported_log() -> None:
+    state = recovering(b1=(2, 10), b2=(3, 5))
+    assert unclean_election(state, (1, 2, 3), live(1, 2)) == PartitionState(2, 4, (2,), 0, {2: EPOCH})
+    refused = unclean_election(recovering(), (1, 2), live(1, 2))
+    assert isinstance(refused, ElectionError) and refused.code == ErrorCode.eligible_leaders_not_available
+
+
+def test_the_recovery_ends_with_the_first_election() -> None:
+    state = recovering(b1=(2, 10))
+    after = recovered_election(state, (1,), live(1))
+    assert after is not None and after.recovered is None
+    assert PartitionState.from_json(after.to_json()) == after

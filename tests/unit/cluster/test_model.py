@@ -3,6 +3,7 @@ import uuid
 import pytest
 
 from barnabas.cluster import PartitionState, Topic, describe_partitions, topic_name_problem
+from barnabas.cluster.stored_values import CorruptValueError
 
 
 @pytest.mark.parametrize("name", ["orders", "a.b_c-D9", "x" * 249])
@@ -40,3 +41,17 @@ def test_partitions_in_log_lines_are_ranges_per_leader_epoch() -> None:
     assert (
         describe_partitions({0: 1, 1: 1, 3: 1, 5: 2, 6: 2}) == "partitions 0-1, 3 at epoch 1; partitions 5-6 at epoch 2"
     )
+
+
+def test_a_restored_partition_keeps_its_reported_log_ends_and_an_empty_report_set_through_storage() -> None:
+    reported = PartitionState(-1, 0, (), recovered={2: (5, 120), 0: (-1, 0)})
+    assert PartitionState.from_json(reported.to_json()) == reported
+    waiting = PartitionState(-1, 0, (), recovered={})
+    assert PartitionState.from_json(waiting.to_json()).recovered == {}
+    assert PartitionState.from_json(PartitionState(1, 2, (1,)).to_json()).recovered is None
+
+
+def test_a_reported_log_end_that_is_not_an_epoch_and_offset_does_not_read() -> None:
+    damaged = b'{"leader": -1, "leader_epoch": 0, "isr": [], "recovering": true, "recovered": {"1": [5]}}'
+    with pytest.raises(CorruptValueError, match="recovered"):
+        PartitionState.from_json(damaged)

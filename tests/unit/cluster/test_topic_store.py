@@ -233,3 +233,27 @@ def test_many_states_are_written_in_one_commit_and_a_conflict_holds_back_only_it
     written, epochs = asyncio.run(scenario())
     assert written == {0, 2}
     assert epochs == {0: 7, 1: 0, 2: 7}, "partition 1 changed meanwhile: its write lost, the others went through"
+
+
+def test_a_restored_topic_is_stored_with_its_states_and_a_second_restorer_finds_it_taken(tmp_path: Path) -> None:
+    """States go first (orphans until the document exists), so no stored topic ever lacks them."""
+
+    async def scenario() -> tuple[bool, bool, dict[tuple[str, int], PartitionState], set[str]]:
+        storage = await open_storage(f"sqlite://{tmp_path / 'c.db'}")
+        try:
+            topic = Topic("ledger", uuid.uuid4(), {0: (0, 1), 1: (1, 0)}, {"retention.ms": "5"})
+            waiting = {p: PartitionState(-1, 0, (), recovered={}) for p in topic.assignment}
+            first = await TopicStore(storage).restore(topic, waiting)
+            second_store = TopicStore(storage)
+            second = await second_store.restore(dataclasses.replace(topic, config={}), waiting)
+            reader = TopicStore(storage)
+            await reader.load()
+            return first, second, reader.states, set(reader.topics["ledger"].config)
+        finally:
+            await storage.close()
+
+    first, second, states, config = asyncio.run(scenario())
+    assert (first, second) == (True, False)
+    assert set(states) == {("ledger", 0), ("ledger", 1)}
+    assert all(s.recovered == {} and s.leader == -1 for s in states.values())
+    assert config == {"retention.ms"}, "the first restorer's document stands"

@@ -11,7 +11,9 @@ with the roles this broker plays, and
   have lost what it had not flushed, and waits for the controller to elect anew (KIP-380);
 - hands a partition led elsewhere to the fetcher for that leader, which truncates it against the
   leader and then replicates it;
-- creates logs for new replicas and removes logs of deleted topics (``reconcile_local_logs``).
+- creates logs for new replicas and removes logs of deleted topics (``reconcile_local_logs``);
+- keeps the copy of each topic's document beside its logs current, and reports its log end into
+  partitions restored from the replicas' logs (``topic_restore``).
 
 The leader's ISR changes are written here, one at a time, with compare-and-set on the partition
 key (ZooKeeper-mode Kafka's leader-driven ISR updates): expansion as soon as a follower catches
@@ -33,6 +35,7 @@ from barnabas.log import PartitionLog
 
 from ..follower_appends import FollowerAppends
 from ..topic_admin import reconcile_local_logs, stored_log_config
+from ..topic_restore import LogEndReports, TopicDocuments
 from .fetcher import ReplicaFetcher
 from .leader import LeaderReplica
 
@@ -62,6 +65,8 @@ class ReplicaManager:
         self._isr_wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._roles = RoleChanges()
+        self._topic_documents = TopicDocuments(state.logs)
+        self._log_end_reports = LogEndReports(state.topics, state.broker_id)
         #: Told (topic, partition, leader epoch) when this broker starts leading a partition,
         #: (topic, partition, None) when it stops; the group coordinator loads its groups so.
         self.leadership_listeners: list[Callable[[str, int, int | None], None]] = []
@@ -81,6 +86,7 @@ class ReplicaManager:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self._log_end_reports.stop()
         for fetcher in self.fetchers.values():
             await fetcher.close()
         self.fetchers = {}
@@ -161,12 +167,14 @@ class ReplicaManager:
         for tp in [tp for tp in self.following if tp not in mine]:
             self._unfollow(tp)
         reconcile_local_logs(state)
+        self._topic_documents.sync(state.topics)
         self._apply_configs()
         for (name, partition), (topic, partition_state) in mine.items():
             tp = (name, partition)
             partition_log = state.logs.get(name, partition)
             if partition_state is None or partition_log is None:
                 continue
+            self._log_end_reports.maybe_report(tp, partition_state, partition_log)
             if partition_state.leader == me and not partition_state.in_sync(me, state.broker_epoch):
                 self._stop_leading(tp)  # a leadership of an earlier incarnation: the controller elects anew
                 self._unfollow(tp)
