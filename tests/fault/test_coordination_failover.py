@@ -20,10 +20,10 @@ import pytest
 
 from barnabas.testing.servers.etcd import EtcdCluster
 from barnabas.testing.servers.zookeeper import ZooKeeperEnsemble
+from barnabas.testing.workload import Workload
 from tests.contract.servers.etcd import etcd_cluster  # noqa: F401 - the quorums this test fails
 from tests.contract.servers.zookeeper import zookeeper_ensemble  # noqa: F401
 from tests.support.cluster import BrokerCluster
-from tests.support.workload import Workload
 
 TOPIC = "failover"
 CYCLES = int(os.environ.get("BARNABAS_TEST_REPLICATION_CYCLES", "1"))

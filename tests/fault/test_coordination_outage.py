@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from barnabas.testing.workload import Workload
 from tests.contract.servers.etcd import start_server
 from tests.support.cluster import BrokerCluster
-from tests.support.workload import Workload
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -19,9 +19,9 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from barnabas.testing.disk import DiskUnavailableError, SmallDisk
+from barnabas.testing.workload import Workload
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import BrokerCluster
-from tests.support.workload import Workload
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -35,9 +35,9 @@ from confluent_kafka.admin import AdminClient
 
 from barnabas.testing.network import HOST, NetNode, NetworkUnavailableError, PrivateNetwork
 from barnabas.testing.servers.etcd import EtcdServer
+from barnabas.testing.workload import Workload
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import BrokerCluster
-from tests.support.workload import Workload
 
 TOPIC = "partitioned"
 COORDINATION = "coordination"

@@ -29,12 +29,12 @@ from pathlib import Path
 
 import pytest
 
+from barnabas.testing.workload import Workload
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import CLUSTER_BACKENDS, BrokerCluster
 from tests.support.cluster import coordination_url as coordination_url_on
 from tests.support.host_crash import cut_active_segment_tails
 from tests.support.secure import SaslSslCluster
-from tests.support.workload import Workload
 
 TOPIC = "replicated"
 CYCLES = int(os.environ.get("BARNABAS_TEST_REPLICATION_CYCLES", "1"))

@@ -27,11 +27,11 @@ import pytest
 from confluent_kafka.admin import NewTopic
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
+from barnabas.testing.workload import Workload
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import BrokerCluster
 from tests.support.host_crash import LOST_TAIL_BYTES, cut_active_segment_tails
 from tests.support.raw_client import RawKafkaClient
-from tests.support.workload import Workload
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -29,6 +29,7 @@ from . import (
     pipeline,
     produce,
     proxy,
+    quotas,
     records,
     topics,
     users,
@@ -39,8 +40,8 @@ from .errors import CliError
 __all__ = ["main"]
 
 SUBCOMMANDS = (
-    broker, proxy, cluster, topics, produce, consume, groups, records, partitions, users, acls, coordination, bench,
-    pipeline, completion,
+    broker, proxy, cluster, topics, produce, consume, groups, records, partitions, users, acls, quotas, coordination,
+    bench, pipeline, completion,
 )  # fmt: skip
 
 

@@ -8,22 +8,21 @@ line of standard input when that is not a terminal (never from the command line,
 shows it).
 
 librdkafka has no API for these requests: they go over barnabas's own Kafka client to the first
-bootstrap server, with the connection settings librdkafka would take from ``--command-config`` and
-``-X``: ``security.protocol`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), ``sasl.mechanism``,
-``sasl.username``, ``sasl.password`` and ``ssl.ca.location``. Any broker answers: credentials live
-in coordination and every broker's watch takes a change up at once.
+bootstrap server (``_wire.ask``), with the connection settings librdkafka would take from
+``--command-config`` and ``-X``. Any broker answers: credentials live in coordination and every
+broker's watch takes a change up at once.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import getpass
 import json
 import sys
 from typing import Any
 
-from ._client import action_parser, add_connection, client_config, positive_int
+from ._client import action_parser, add_connection, positive_int
+from ._wire import ask
 from .errors import CliError
 
 DESCRIBE, ALTER = 50, 51
@@ -86,7 +85,7 @@ def _add(args: argparse.Namespace) -> int:
         name=args.name, mechanism=mechanism.type_id, iterations=args.iterations, salt=salt,
         salted_password=salted_password(mechanism, password, salt, args.iterations),
     )  # fmt: skip
-    _altered(_ask(args, ALTER, request_class(ALTER, 0)(deletions=(), upsertions=(upsertion,))))
+    _altered(ask(args, ALTER, request_class(ALTER, 0)(deletions=(), upsertions=(upsertion,))))
     print(f"user {args.name}: {args.mechanism} credential set ({args.iterations} iterations)")
     return 0
 
@@ -98,7 +97,7 @@ def _delete(args: argparse.Namespace) -> int:
     deletion = request_class(ALTER, 0, "ScramCredentialDeletion")(
         name=args.name, mechanism=MECHANISMS[args.mechanism].type_id
     )
-    _altered(_ask(args, ALTER, request_class(ALTER, 0)(deletions=(deletion,), upsertions=())))
+    _altered(ask(args, ALTER, request_class(ALTER, 0)(deletions=(deletion,), upsertions=())))
     print(f"user {args.name}: {args.mechanism} credential deleted")
     return 0
 
@@ -116,7 +115,7 @@ def _list(args: argparse.Namespace) -> int:
     by_type = {mechanism.type_id: name for name, mechanism in MECHANISMS.items()}
     user_name = request_class(DESCRIBE, 0, "UserName")
     users = tuple(user_name(name=name) for name in args.names) or None
-    response = _ask(args, DESCRIBE, request_class(DESCRIBE, 0)(users=users))
+    response = ask(args, DESCRIBE, request_class(DESCRIBE, 0)(users=users))
     if response.error_code != 0:
         raise CliError(f"{response.error_code.name}: {response.error_message}")
     found: dict[str, dict[str, int]] = {}
@@ -138,47 +137,3 @@ def _list(args: argparse.Namespace) -> int:
     if missing:
         raise CliError("; ".join(missing))
     return 0
-
-
-def _ask(args: argparse.Namespace, api_key: int, body: Any) -> Any:
-    """Send one request (version 0) to the first bootstrap server, authenticated as the client settings say."""
-    settings = client_config(args)
-    return asyncio.run(_request(settings, api_key, body, float(args.timeout)))
-
-
-async def _request(settings: dict[str, Any], api_key: int, body: Any, timeout_s: float) -> Any:
-    from barnabas.client import BrokerConnectionError, KafkaClient
-
-    host, _, port = str(settings["bootstrap.servers"]).split(",")[0].strip().rpartition(":")
-    tls, sasl = _security(settings)
-    try:
-        async with await KafkaClient.connect(
-            host, int(port), client_id="barnabas-cli", timeout_s=timeout_s, tls=tls, sasl=sasl
-        ) as client:
-            return await client.request(api_key, 0, body)
-    except (BrokerConnectionError, TimeoutError, OSError) as exc:
-        raise CliError(str(exc) or type(exc).__name__) from None
-
-
-def _security(settings: dict[str, Any]) -> tuple[Any, Any]:
-    """The TLS context and SASL client side that librdkafka's settings ask for."""
-    import ssl
-
-    from barnabas.security.sasl import sasl_client_factory
-
-    protocol = str(settings.get("security.protocol", "PLAINTEXT")).upper()
-    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
-        raise CliError(f"security.protocol={protocol} is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL")
-    tls = None
-    if protocol.endswith("SSL"):
-        tls = ssl.create_default_context(cafile=settings.get("ssl.ca.location"))
-    if not protocol.startswith("SASL"):
-        return tls, None
-    mechanism = str(settings.get("sasl.mechanism", settings.get("sasl.mechanisms", "GSSAPI"))).upper()
-    username, password = settings.get("sasl.username"), settings.get("sasl.password")
-    if username is None or password is None:
-        raise CliError("SASL needs sasl.username and sasl.password (-X or --command-config)")
-    try:
-        return tls, sasl_client_factory(mechanism, str(username), str(password))()
-    except ValueError as exc:
-        raise CliError(str(exc)) from None

@@ -4,7 +4,9 @@ Shipped with barnabas (as kazoo ships ``kazoo.testing``) so that any project can
 Kafka-compatible broker or replicated cluster, faults included, with no Docker and no JVM; the
 benchmarks and ``barnabas cluster up`` run their brokers with it too. The pytest fixtures
 (``barnabas_broker``, ``barnabas_bootstrap``, ``barnabas_topic``, ``barnabas_cluster``) are in
-``barnabas.testing.pytest_plugin``, which pytest loads on its own.
+``barnabas.testing.pytest_plugin``, which pytest loads on its own. The queue workload that checks a
+cluster through faults is ``barnabas.testing.workload`` (its checker, pure, ``barnabas.testing.checker``),
+imported on its own so that loading the plugin does not load the Kafka client.
 """
 
 from .broker import Broker

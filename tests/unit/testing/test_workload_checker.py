@@ -1,10 +1,10 @@
-"""The fault tests' checker finds each way a run can break the guarantees (and nothing in a clean run)."""
+"""The queue workload's checker finds each way a run can break the guarantees (and nothing in a clean run)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 
-from tests.support.workload import WorkloadResult
+from barnabas.testing.checker import WorkloadResult
 
 
 def clean_run() -> WorkloadResult:
@@ -50,3 +50,38 @@ def test_each_broken_guarantee_is_named() -> None:
     unordered = clean_run()
     unordered.consumed = defaultdict(list, {0: [(0, 0), (2, 4), (1, 2)], 1: unordered.consumed[1]})
     assert "partition 0: offsets not strictly increasing" in unordered.problems()
+
+
+def committed_run(commits: dict[int, list[int]], group_offsets: dict[int, int]) -> WorkloadResult:
+    """The clean run, its consumer's acknowledged commits and the group's offsets read afterwards."""
+    result = clean_run()
+    result.commits = defaultdict(list, commits)
+    result.group_offsets = group_offsets
+    return result
+
+
+def test_commits_that_only_move_forward_pass() -> None:
+    run = committed_run({0: [1, 1, 3], 1: [2, 3]}, {0: 3, 1: 3})
+    assert run.problems() == []
+    ahead = committed_run({0: [1, 2]}, {0: 3})  # a later commit, its acknowledgement not seen: not behind
+    assert ahead.problems() == []
+
+
+def test_commits_going_backwards_fail() -> None:
+    backwards = committed_run({0: [1, 3, 2, 3], 1: [3]}, {0: 3, 1: 3})
+    assert backwards.problems() == ["partition 0: acknowledged commits went backwards 1 times, e.g. to 2 after 3"]
+
+    lost = committed_run({0: [1, 3], 1: [3]}, {0: 1, 1: 3})  # the coordinator forgot an acknowledged commit
+    assert lost.problems() == ["partition 0: the group's committed offset 1 is behind the last acknowledged commit 3"]
+
+    gone = committed_run({0: [1, 3], 1: [3]}, {1: 3})
+    assert gone.problems() == [
+        "partition 0: the group's committed offset None is behind the last acknowledged commit 3"
+    ]
+
+
+def test_a_run_whose_commits_cannot_be_checked_says_so() -> None:
+    assert committed_run({}, {}).problems() == ["no offset commit was acknowledged, so none could be checked"]
+    unread = committed_run({0: [3]}, {0: 3})
+    unread.group_offsets, unread.group_offsets_error = None, "KafkaError{code=_TIMED_OUT}"
+    assert unread.problems() == ["the group's committed offsets could not be read: KafkaError{code=_TIMED_OUT}"]

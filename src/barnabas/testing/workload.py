@@ -1,13 +1,29 @@
-"""A producer and a consumer running through failures, and the check that nothing acked was lost.
+"""The queue workload: a producer, a consumer in a group, and what they saw, recorded for the checker.
 
 Kafka's ReplicationTest (tests/kafkatest/tests/core/replication_test.py) re-done: an idempotent
 acks=all producer writes numbered values round-robin over the partitions while a consumer reads
-every partition from the start; afterwards every acknowledged value must have been consumed
-exactly once, and each partition's values must come in the order they were produced. Beyond
-Kafka's check (Jepsen's queue checker): each acknowledged value must sit at the offset its
-acknowledgement named, no value may appear that was never sent (or on a partition it was not sent
-to), and each partition's high watermark must lie past every offset acknowledged on it. ``client``
-settings (librdkafka's: security.protocol, ssl.*, sasl.*) go to every client it makes.
+every partition from the start and commits its position to a consumer group every half second;
+afterwards ``barnabas.testing.checker.WorkloadResult.problems()`` names what went wrong: an
+acknowledged value lost, read twice, out of order, at another offset than acknowledged, a value
+never sent, a high watermark behind an acknowledged offset, committed group offsets going
+backwards. ``client`` settings (librdkafka's: security.protocol, ssl.*, sasl.*) go to every client
+it makes. Run it against any Kafka-compatible cluster::
+
+    workload = Workload("broker:9092", "queue", partitions=3).start()
+    workload.wait_acked(1000)
+    ...  # faults
+    result = workload.finish()
+    result.consumed = workload.read_back("broker:9092")  # what the log holds, read from offset 0
+    assert not result.problems(), result.problems()
+
+Rules it keeps:
+
+- The client callbacks only append to deques (atomic, no lock): with a lock taken in a librdkafka
+  delivery callback, a run once left the producer, the consumer and the test all waiting on it.
+- The consumer is assigned its partitions (a consumer group without group management, as Kafka's
+  simple consumers commit): a rebalance would re-read records and blur the exactly-once check.
+- One commit is in flight at a time, so the order commits are acknowledged in is the order they
+  were sent in; a commit's acknowledgement is what ``on_commit`` reports for each partition.
 """
 
 from __future__ import annotations
@@ -17,57 +33,24 @@ import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
 
+from .checker import WorkloadResult
 
-@dataclass
-class WorkloadResult:
-    acked: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))  # partition -> values
-    failed: list[str] = field(default_factory=list)
-    consumed: dict[int, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))  # (offset, value)
-    #: partition -> {offset: value} as the delivery reports named them.
-    acked_at: dict[int, dict[int, int]] = field(default_factory=lambda: defaultdict(dict))
-    #: How many values the producer handed out (0 .. sent-1, value v to partition v % partitions).
-    sent: int = 0
-    partitions: int = 0
-    #: Each partition's high watermark as a fresh consumer found it (``Workload.read_back``).
-    ends: dict[int, int] = field(default_factory=dict)
+__all__ = ["Workload", "WorkloadResult"]
 
-    @property
-    def acked_count(self) -> int:
-        return sum(len(values) for values in self.acked.values())
-
-    def problems(self) -> list[str]:
-        """Every way the run broke the guarantees (empty when it kept them)."""
-        found = []
-        for partition, values in sorted(self.acked.items()):
-            consumed = self.consumed.get(partition, [])
-            offsets = [offset for offset, _ in consumed]
-            if offsets != sorted(set(offsets)):
-                found.append(f"partition {partition}: offsets not strictly increasing")
-            seen = [value for _, value in consumed]
-            if len(seen) != len(set(seen)):
-                found.append(f"partition {partition}: {len(seen) - len(set(seen))} values consumed twice")
-            missing = set(values) - set(seen)
-            if missing:
-                found.append(f"partition {partition}: {len(missing)} acked values lost, e.g. {sorted(missing)[:5]}")
-            if seen != sorted(seen):
-                found.append(f"partition {partition}: values out of produce order")
-            at = dict(consumed)
-            moved = [(o, v) for o, v in self.acked_at.get(partition, {}).items() if o in at and at[o] != v]
-            if moved:
-                found.append(f"partition {partition}: {len(moved)} acked offsets hold another value, e.g. {moved[:3]}")
-            end = self.ends.get(partition)
-            highest = max(self.acked_at.get(partition, {}), default=-1)
-            if end is not None and end <= highest:
-                found.append(f"partition {partition}: high watermark {end} not past acked offset {highest}")
-        for partition, consumed in sorted(self.consumed.items()):
-            unknown = [v for _, v in consumed if not 0 <= v < self.sent or v % max(self.partitions, 1) != partition]
-            if self.sent and unknown:
-                found.append(f"partition {partition}: {len(unknown)} values never sent there, e.g. {unknown[:5]}")
-        return found
+#: How often the consumer commits its position.
+COMMIT_INTERVAL_S = 0.5
 
 
 def _ring_logger(lines: deque[str]) -> logging.Logger:
@@ -84,15 +67,30 @@ def _ring_logger(lines: deque[str]) -> logging.Logger:
     return logger
 
 
+def _record(message: Message) -> tuple[int, int, int]:
+    """(partition, offset, value) of a record; -1 for what it lacks (the checker calls such a value never sent)."""
+    raw = message.value()
+    try:
+        value = int(raw) if raw is not None else -1
+    except ValueError:
+        value = -1
+    partition, offset = message.partition(), message.offset()
+    return (-1 if partition is None else partition), (-1 if offset is None else offset), value
+
+
 class Workload:
     """Produce and consume in background threads until ``finish()``.
 
-    The client callbacks only append to deques (atomic, no lock): with a lock taken in a librdkafka
-    delivery callback, a run once left the producer, the consumer and the test all waiting on it.
+    Args:
+        bootstrap: the cluster's bootstrap servers.
+        topic: an existing topic with ``partitions`` partitions.
+        partitions: how many partitions it has; value ``v`` goes to partition ``v % partitions``.
+        client: librdkafka settings added to every client's (security, for one).
     """
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, client: Mapping[str, str] | None = None) -> None:
         self.topic = topic
+        self._bootstrap = bootstrap
         self._client = dict(client or {})
         self.partitions = partitions
         self.result = WorkloadResult()
@@ -100,10 +98,16 @@ class Workload:
         self._sent = 0
         self._failed: deque[str] = deque()
         self._consumed: deque[tuple[int, int, int]] = deque()  # (partition, offset, value)
+        self._commits: deque[tuple[int, int]] = deque()  # (partition, offset) as acknowledged
+        self._commit_failures: deque[str] = deque()
+        self._commit_in_flight = threading.Event()
         self._stop_producing = threading.Event()
         self._stop_consuming = threading.Event()
+        self._finished = False
         #: The producer's fatal error, if it had one (it then stops producing).
         self.fatal: str | None = None
+        #: The consumer group the consumer commits to.
+        self.group = f"replication-check-{time.monotonic_ns()}"
         self._producer = Producer({
             "bootstrap.servers": bootstrap,
             "acks": "all",
@@ -120,14 +124,15 @@ class Workload:
         self._consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
-                "group.id": f"replication-check-{time.monotonic_ns()}",
+                "group.id": self.group,
                 "enable.auto.commit": False,
+                "on_commit": self._on_commit,
                 "topic.metadata.refresh.interval.ms": 1000,
                 # librdkafka 2.16's re-bootstrap (all known brokers down at once, which back-to-back
                 # restarts bring about) once wedged this consumer for good, close() included, while a
                 # fresh consumer read every record: keep to the brokers it knows.
                 "metadata.recovery.strategy": "none",
-                "debug": "consumer,fetch,topic",
+                "debug": "consumer,fetch,topic,cgrp",
                 **self._client,
             },
             logger=_ring_logger(self.consumer_log),
@@ -146,6 +151,11 @@ class Workload:
         return len(self._acked)
 
     def wait_acked(self, at_least: int, timeout_s: float = 60.0) -> None:
+        """Wait until ``at_least`` values are acknowledged.
+
+        Raises:
+            AssertionError: the producer failed fatally, or the time ran out.
+        """
         deadline = time.monotonic() + timeout_s
         while self.acked_count() < at_least:
             if self.fatal is not None:
@@ -155,7 +165,12 @@ class Workload:
             time.sleep(0.05)
 
     def finish(self, timeout_s: float = 120.0) -> WorkloadResult:
-        """Stop producing, wait for every delivery report, then consume until all acked were seen."""
+        """Stop producing, wait for every delivery report, consume until all acked were seen, read the group's offsets.
+
+        A second call returns the first one's result.
+        """
+        if self._finished:
+            return self.result
         self._stop_producing.set()
         self._threads[0].join(timeout_s)
         deadline = time.monotonic() + timeout_s
@@ -166,7 +181,37 @@ class Workload:
             time.sleep(0.1)
         self._stop_consuming.set()
         self._threads[1].join(timeout_s)
-        return self._collect()
+        result = self._collect()
+        try:
+            result.group_offsets = self.group_offsets(timeout_s=min(timeout_s, 60.0))
+        except (KafkaException, TimeoutError) as exc:
+            result.group_offsets_error = str(exc)
+        self._finished = True
+        return result
+
+    def group_offsets(self, timeout_s: float = 60.0) -> dict[int, int]:
+        """The consumer group's committed offset per partition (partitions without one left out).
+
+        Raises:
+            KafkaException: the group coordinator did not answer (it is asked again until ``timeout_s``).
+            TimeoutError: no answer within ``timeout_s``.
+        """
+        admin = AdminClient({"bootstrap.servers": self._bootstrap, **self._client})
+        wanted = [TopicPartition(self.topic, p) for p in range(self.partitions)]
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = max(deadline - time.monotonic(), 0.1)
+            try:
+                futures = admin.list_consumer_group_offsets(
+                    [ConsumerGroupTopicPartitions(self.group, wanted)], request_timeout=remaining
+                )
+                listed = futures[self.group].result(remaining)
+                break
+            except KafkaException:  # the coordinator moving or loading: ask again while there is time
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.2)
+        return {tp.partition: tp.offset for tp in listed.topic_partitions or [] if tp.offset >= 0}
 
     def read_back(self, bootstrap: str, timeout_s: float = 60.0) -> dict[int, list[tuple[int, int]]]:
         """Everything in the topic, read by a fresh consumer from offset 0 to each partition's end.
@@ -190,7 +235,8 @@ class Workload:
             ):
                 message = consumer.poll(0.5)
                 if message is not None and message.error() is None:
-                    found[message.partition()].append((message.offset(), int(message.value())))
+                    partition, offset, value = _record(message)
+                    found[partition].append((offset, value))
         finally:
             consumer.close()
         return found
@@ -203,6 +249,9 @@ class Workload:
         result.failed = list(self._failed)
         for partition, offset, value in list(self._consumed):
             result.consumed[partition].append((offset, value))
+        for partition, offset in list(self._commits):
+            result.commits[partition].append(offset)
+        result.commit_failures = list(self._commit_failures)
         self.result = result
         return result
 
@@ -213,9 +262,19 @@ class Workload:
 
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
         if error is None:
-            self._acked.append((message.partition(), message.offset(), int(message.value())))
+            self._acked.append(_record(message))
         else:
             self._failed.append(str(error))
+
+    def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """librdkafka's offset_commit_cb: which partitions' offsets the coordinator took."""
+        for tp in partitions:
+            failure = error or tp.error
+            if failure is None:
+                self._commits.append((tp.partition, tp.offset))
+            else:
+                self._commit_failures.append(f"partition {tp.partition} offset {tp.offset}: {failure}")
+        self._commit_in_flight.clear()
 
     def _produce(self) -> None:
         sequence = 0
@@ -239,16 +298,35 @@ class Workload:
         if remaining:
             self._failed.append(f"{remaining} messages still undelivered at the end")
 
+    def _commit(self, positions: dict[int, int]) -> None:
+        """Commit ``positions`` (partition -> next offset to read) without waiting; ``_on_commit`` hears back."""
+        self._commit_in_flight.set()
+        offsets = [TopicPartition(self.topic, p, offset) for p, offset in sorted(positions.items())]
+        try:
+            self._consumer.commit(offsets=offsets, asynchronous=True)
+        except KafkaException as exc:  # refused before it was sent: no acknowledgement will come
+            self._commit_failures.append(f"commit not sent: {exc}")
+            self._commit_in_flight.clear()
+
     def _consume(self) -> None:
         self._consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
+        positions: dict[int, int] = {}
+        committed: dict[int, int] = {}
+        next_commit = time.monotonic() + COMMIT_INTERVAL_S
         try:
             while not self._stop_consuming.is_set():
-                message = self._consumer.poll(0.2)
+                if time.monotonic() >= next_commit and positions != committed and not self._commit_in_flight.is_set():
+                    committed = dict(positions)
+                    self._commit(committed)
+                    next_commit = time.monotonic() + COMMIT_INTERVAL_S
+                message = self._consumer.poll(0.2)  # also where librdkafka calls _on_commit
                 if message is None:
                     continue
                 if message.error() is not None:  # librdkafka goes on by itself; kept for a failed run
                     self.consumer_log.append(f"{time.time():.3f} CONSUMER ERROR {message.error()}")
                     continue
-                self._consumed.append((message.partition(), message.offset(), int(message.value())))
+                partition, offset, value = _record(message)
+                self._consumed.append((partition, offset, value))
+                positions[partition] = offset + 1
         finally:
             self._consumer.close()
