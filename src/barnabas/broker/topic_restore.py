@@ -28,6 +28,7 @@ import asyncio
 import dataclasses
 import logging
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 
 from barnabas.cluster import PartitionState, Topic, TopicStore
@@ -89,10 +90,11 @@ async def restore_topics(topics: TopicStore, logs: LogManager) -> RestoreResult:
 
 
 async def _grow(topics: TopicStore, stored: Topic, copy: Topic, partitions: set[int]) -> None:
-    """Add to the stored topic the partitions this broker's copy has and it lacks."""
+    """Add to the stored topic the partitions this broker's copy has and it lacks: states first, as ``restore``."""
     grown = dataclasses.replace(stored, assignment={**stored.assignment, **{p: copy.assignment[p] for p in partitions}})
+    await topics.write_new_states(grown, {p: RECOVERING for p in partitions})
     try:
-        await topics.update(grown, {p: RECOVERING for p in partitions})
+        await topics.update(grown)
     except VersionConflictError:
         log.info("topic %s changed while its partitions %s were restored; the next start restores them",
                  stored.name, sorted(partitions))  # fmt: skip
@@ -128,10 +130,10 @@ class TopicDocuments:
         #: Per partition, the bytes its dir holds (as written or found).
         self._written: dict[TopicPartition, bytes] = {}
 
-    def sync(self, topics: TopicStore) -> None:
-        """Write the copies that differ from the stored documents (cheap when nothing changed)."""
+    def sync(self, topics: Mapping[str, Topic]) -> None:
+        """Write the copies that differ from the stored documents ``topics`` (cheap when nothing changed)."""
         for tp in self._logs.partitions():
-            topic = topics.topics.get(tp.topic)
+            topic = topics.get(tp.topic)
             partition_log = self._logs.get(*tp)
             if topic is None or partition_log is None or partition_log.topic_id != topic.topic_id:
                 continue

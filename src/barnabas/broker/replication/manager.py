@@ -167,7 +167,7 @@ class ReplicaManager:
         for tp in [tp for tp in self.following if tp not in mine]:
             self._unfollow(tp)
         reconcile_local_logs(state)
-        self._topic_documents.sync(state.topics)
+        self._topic_documents.sync(state.topics.topics)
         self._apply_configs()
         for (name, partition), (topic, partition_state) in mine.items():
             tp = (name, partition)
