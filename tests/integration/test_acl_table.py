@@ -178,6 +178,7 @@ CASES: dict[int, Case] = {
     51: Case(0, lambda: r(51, 0, upsertions=(), deletions=(r(51, 0, "ScramCredentialDeletion", name="nobody",
                                                               mechanism=1),)),
              lambda a: first(a.results).error_code, allowed=E.resource_not_found),
+    64: Case(0, lambda: r(64, 0, broker_id=7), lambda a: a.error_code, allowed=E.broker_id_not_registered),
 }  # fmt: skip
 
 #: Kafka filters these instead of answering an error: what a denied principal still sees, and an allowed one.

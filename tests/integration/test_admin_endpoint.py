@@ -9,6 +9,8 @@ kubelet would.
 from __future__ import annotations
 
 import asyncio
+import shutil
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -17,16 +19,19 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from barnabas.coordination import GroupMembership, Session, Storage, open_storage
 from barnabas.testing import ProxyNode, free_ports
 from tests.support.broker_process import BrokerProcess
+from tests.support.cluster import BrokerCluster
 
 pytestmark = pytest.mark.timeout(120)
 
 ADMIN = {"admin.listeners": "http://127.0.0.1:0"}
 RECORDS = 50
+REBUILT_PARTITIONS, REBUILT_RECORDS = 3, 900
 #: The held registration's session TTL: longer than the test (its loop does not run between steps).
 HOLD_TTL_S = 60.0
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -128,6 +133,65 @@ async def hold_broker_id(url: str, broker_id: str) -> tuple[Storage, Session]:
 async def release(storage: Storage, session: Session) -> None:
     await session.close()  # its ephemeral registration goes with it
     await storage.close()
+
+
+def test_a_broker_re_replicating_is_not_ready_until_it_is_back_in_every_isr(tmp_path: Path) -> None:
+    """A broker replaced on an empty disk (``--replace``) is live but not ready while it copies its partitions back.
+
+    The copy is held open without a sleep: the partitions' other replica, which leads them all, is
+    paused (SIGSTOP) while the replaced broker starts, so the replaced broker can fetch nothing until
+    the leader resumes (a paused broker keeps its session for ``broker.session.timeout.ms``, longer
+    than the pause). Once /readyz says ready, the broker's own metadata has it in every ISR and its
+    logs hold every record.
+    """
+    topic = f"rebuilt-{uuid.uuid4().hex[:8]}"
+    properties = {**ADMIN, "broker.session.timeout.ms": "30000", "min.insync.replicas": "1"}
+    cluster = BrokerCluster(tmp_path, 2, properties=properties).start()
+    try:
+        cluster.create_topic(topic, REBUILT_PARTITIONS, 2)
+        produce_spread(cluster.bootstrap, topic, REBUILT_RECORDS)
+        leader, victim = cluster.brokers
+        assert victim.stop() == 0  # a controlled shutdown: broker 0 leads every partition now
+        cluster.wait_for(lambda md: {p.leader for p in md.topics[topic].partitions.values()} == {0}, "0 leads all")
+        shutil.rmtree(victim.data_dir)
+        victim.extra_args.append("--replace")
+        leader.pause()
+        try:
+            victim.launch()
+            port = victim.wait_admin_port()
+            status, body = poll_readyz(port, lambda status, body: "ISR" in body)
+        finally:
+            leader.resume()
+        names = ", ".join(f"{topic}-{p}" for p in range(REBUILT_PARTITIONS))
+        assert (status, body) == (503, f"not in the ISR of {REBUILT_PARTITIONS} partitions it follows: {names}\n")
+        assert poll_readyz(port, lambda status, body: status == 200) == (200, "ready\n")
+        own_view = AdminClient({"bootstrap.servers": victim.bootstrap}).list_topics(timeout=10)
+        assert BrokerCluster.fully_replicated(own_view, topic), "ready, so in every ISR"
+        samples = scrape(port)
+        per_partition = REBUILT_RECORDS // REBUILT_PARTITIONS
+        for partition in range(REBUILT_PARTITIONS):
+            labels = (("partition", str(partition)), ("topic", topic))
+            assert samples[("kafka_log_log_logendoffset", labels)] == per_partition
+    finally:
+        cluster.stop()
+
+
+def produce_spread(bootstrap: str, topic: str, count: int) -> None:
+    """``count`` records round-robin over the partitions, acknowledged by every in-sync replica."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    for index in range(count):
+        producer.produce(topic, value=b"v" * 1000, partition=index % REBUILT_PARTITIONS)
+    assert producer.flush(30) == 0
+
+
+def poll_readyz(port: int, done: Callable[[int, str], bool], timeout_s: float = 60.0) -> tuple[int, str]:
+    """Read /readyz until ``done(status, body)`` holds; the answer that did."""
+    deadline = time.monotonic() + timeout_s
+    status, body = get(port, "/readyz")
+    while not done(status, body):
+        assert time.monotonic() < deadline, f"/readyz still answers {status}: {body!r}"
+        status, body = get(port, "/readyz")
+    return status, body
 
 
 def test_a_proxy_node_reports_its_requests(broker: BrokerProcess, tmp_path: Path) -> None:

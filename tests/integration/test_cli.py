@@ -127,6 +127,8 @@ def test_internal_topics_cannot_be_deleted_and_are_listed_only_on_request(broker
         ["groups", "describe", "g"],
         ["cluster", "status"],
         ["cluster", "log-dirs"],
+        ["cluster", "cordon", "--broker", "1"],
+        ["cluster", "unregister", "--broker", "1"],
         ["groups", "delete-offsets", "g", "--topic", "t"],
         ["partitions", "reassignments"],
         ["partitions", "reassign", "--topic", "t", "-p", "0", "--replicas", "0"],

@@ -1,7 +1,7 @@
 """Kafka's own command-line tools (kafka-tools 4.4, from the jars bench/kafka-server/build.sh resolves) against
-a 3-broker barnabas cluster: kafka-log-dirs, kafka-consumer-groups --delete-offsets and
-kafka-reassign-partitions --execute/--verify, as an operator used to Kafka would run them. The barnabas
-commands for the same requests must agree with them."""
+a barnabas cluster: kafka-log-dirs, kafka-consumer-groups --delete-offsets, kafka-reassign-partitions
+--execute/--verify, kafka-configs cordoning a broker (KIP-1066) and kafka-cluster unregister, as an operator
+used to Kafka would run them. The barnabas commands for the same requests must agree with them."""
 
 from __future__ import annotations
 
@@ -132,3 +132,26 @@ def test_log_dirs_names_a_broker_that_does_not_answer(
     assert {(r["broker"], r["topic"]) for r in report["replicas"]} >= {(0, "paused")}
     assert {r["broker"] for r in report["replicas"]} == {0}
     assert set(report["unanswered"]) == {"1"}
+
+
+def test_kafka_configs_tool_cordons_and_kafka_cluster_tool_unregisters_a_broker(
+    cluster_factory: Callable[..., BrokerCluster], tmp_path: Path
+) -> None:
+    """KIP-1066's cordoned.log.dirs=* set by kafka-configs.sh; UnregisterBroker sent by kafka-cluster.sh unregister."""
+    cluster = cluster_factory(tmp_path, 2).start()
+    bootstrap = cluster.bootstrap
+    configs = "org.apache.kafka.tools.ConfigCommand"
+    cordoned = kafka_tool(configs, "--bootstrap-server", bootstrap, "--alter", "--entity-type", "brokers",
+                          "--entity-name", "1", "--add-config", "cordoned.log.dirs=*")  # fmt: skip
+    assert cordoned.returncode == 0, cordoned.stdout + cordoned.stderr
+    status = barnabas("cluster", "status", "-b", bootstrap, "--json")
+    assert [b["cordoned"] for b in json.loads(status.stdout)["brokers"]] == [False, True], status.stderr
+
+    cluster_tool = "org.apache.kafka.tools.ClusterTool"
+    running = kafka_tool(cluster_tool, "unregister", "--bootstrap-server", bootstrap, "--id", "1")
+    assert running.returncode != 0
+    assert "broker 1 is running: stop it before unregistering it" in running.stderr, running.stderr
+    assert cluster.brokers[1].stop() == 0
+    gone = kafka_tool(cluster_tool, "unregister", "--bootstrap-server", cluster.brokers[0].bootstrap, "--id", "1")
+    assert gone.returncode == 0, gone.stderr
+    assert gone.stdout.strip() == "Broker 1 is no longer registered."

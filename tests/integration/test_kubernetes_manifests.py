@@ -6,7 +6,8 @@ features; a newer kubectl renders them too. Each rendered object is validated st
 field fails) against a current Kubernetes version's schema by kubernetes-validate.
 
 What no schema checks is checked here, per overlay: the probes ask the admin endpoint's port, the
-headless Service is the StatefulSet's and selects its pods, the client and proxy Services reach the
+headless Service is the StatefulSet's and selects its pods, the broker's preStop hook is a controlled
+shutdown that ends within the grace period, the client and proxy Services reach the
 containers' ports, the PodDisruptionBudget selects the brokers, the rack init container's output
 is the broker's config and its service account may read nodes, and the coordination URL names the
 overlay's backend Service; and every pod keeps to the restricted Pod Security Standard its namespace
@@ -303,6 +304,23 @@ def test_probes_ask_the_admin_endpoint(m: Manifests, tmp_path: Path) -> None:
         annotations = pod_template(workload)["metadata"]["annotations"]
         assert annotations["prometheus.io/scrape"] == "true"
         assert (annotations["prometheus.io/port"], annotations["prometheus.io/path"]) == (str(port), "/metrics")
+
+
+def test_a_stopping_broker_runs_a_controlled_shutdown_first(m: Manifests, tmp_path: Path) -> None:
+    """preStop: `barnabas shutdown` signals the broker, pid 1 (its command is the container's, no shell),
+    and waits on its admin endpoint for longer than the leadership hand-over may take, but returns
+    within the grace period."""
+    pod, settings = pod_template(m.brokers), broker_config(m, tmp_path)
+    broker = container(pod, "broker")
+    hook = broker["lifecycle"]["preStop"]["exec"]["command"]
+    assert hook[0] == "barnabas" and broker["command"][0] == "barnabas"
+    args = build_parser().parse_args(hook[1:])
+    assert (args.command, args.pid) == ("shutdown", 1)
+    admin = urlsplit(args.admin_url)
+    assert settings.admin_listener is not None
+    assert (admin.scheme, admin.hostname, admin.port) == ("http", "127.0.0.1", settings.admin_listener.port)
+    handover_s = settings["controlled.shutdown.max.wait.ms"] / 1000
+    assert handover_s < args.timeout < pod["spec"]["terminationGracePeriodSeconds"]
 
 
 def test_headless_service_names_every_broker(m: Manifests) -> None:

@@ -346,6 +346,7 @@ class Broker:
             state.credentials,
             acls=state.acls,
             client_quotas=state.client_quotas,
+            cordons=state.cordons,
         )
         await self._watcher.refresh_all()
         self._replicas = replicas

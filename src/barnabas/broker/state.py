@@ -28,6 +28,7 @@ from barnabas.cluster import (
     TopicStore,
 )
 from barnabas.cluster.acls import AclStore
+from barnabas.cluster.cordons import CordonStore
 from barnabas.config import BrokerConfig, log_config_for
 from barnabas.coordination import Storage
 from barnabas.log import LogConfig, LogManager, PartitionLog
@@ -95,6 +96,8 @@ class NodeState:
     quotas: ClientQuotas = field(init=False)
     #: Whole requests read but not yet taken up, over every connection (``queued.max.requests``).
     queued_requests: QueuedRequests = field(init=False)
+    #: The brokers new replicas are not placed on (KIP-1066), kept current by the metadata watcher.
+    cordons: CordonStore = field(init=False)
     #: Topics with logs here that the store lacks and a restore could not rebuild (no readable copy
     #: of their document): their logs are kept, not deleted (``topic_restore``).
     kept_topics: set[str] = field(default_factory=set)
@@ -114,6 +117,7 @@ class NodeState:
             window_s=int(config["quota.window.size.seconds"]),
         )
         self.queued_requests = QueuedRequests(int(config["queued.max.requests"]))
+        self.cordons = CordonStore(self.storage)
 
     def derived(self) -> dict[Any, Any]:
         """A cache for answers derived from topics, partition states and live brokers only.

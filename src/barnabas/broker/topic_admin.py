@@ -2,7 +2,8 @@
 
 Shared by CreateTopics, Metadata auto-creation, DeleteTopics, CreatePartitions and
 IncrementalAlterConfigs. Failures raise TopicAdminError carrying the Kafka error code the
-handler puts in its response; nothing is written until every check has passed.
+handler puts in its response; nothing is written until every check has passed. New replicas
+are placed on the live brokers that are not cordoned (``cluster.cordons``, KIP-1066).
 """
 
 from __future__ import annotations
@@ -70,21 +71,35 @@ def _check_name(state: NodeState, name: str) -> None:
             )
 
 
+async def _placeable_brokers(state: NodeState) -> dict[int, str | None]:
+    """The live brokers new replicas may go to, with their racks: cordoned ones are left out (KIP-1066).
+
+    The cordons are read afresh, so a broker cordoned through another broker is left out here too.
+    """
+    cordoned = await state.cordons.current()
+    return {broker_id: info.rack for broker_id, info in state.live_brokers().items() if broker_id not in cordoned}
+
+
 def _assign(
-    state: NodeState, partitions: range, replication_factor: int, start_index: int | None = None
+    state: NodeState,
+    brokers: Mapping[int, str | None],
+    partitions: range,
+    replication_factor: int,
+    start_index: int | None = None,
 ) -> dict[int, tuple[int, ...]]:
-    """Kafka's rack-aware placement over the live brokers."""
-    racks = {broker_id: info.rack for broker_id, info in state.live_brokers().items()}
+    """Kafka's rack-aware placement over ``brokers`` (broker id -> rack), the placeable live brokers."""
     try:
         return assign_replicas(
-            racks, len(partitions), replication_factor, first_partition=partitions.start, start_index=start_index
+            brokers, len(partitions), replication_factor, first_partition=partitions.start, start_index=start_index
         )
     except InvalidPartitionsError as exc:
         raise TopicAdminError(ErrorCode.invalid_partitions, str(exc)) from None
     except IncompleteRackInformationError as exc:
         raise TopicAdminError(ErrorCode.invalid_replica_assignment, str(exc)) from None
     except AssignmentError as exc:
-        raise TopicAdminError(ErrorCode.invalid_replication_factor, str(exc)) from None
+        cordoned = sorted(set(state.live_brokers()) - set(brokers))
+        reason = f" (cordoned, so left out: brokers {', '.join(map(str, cordoned))})" if cordoned else ""
+        raise TopicAdminError(ErrorCode.invalid_replication_factor, f"{exc}{reason}") from None
 
 
 def _check_assignment(
@@ -145,7 +160,7 @@ async def create_topic(
             raise TopicAdminError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
         if factor <= 0:
             raise TopicAdminError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
-        replicas = _assign(state, range(partitions), factor)
+        replicas = _assign(state, await _placeable_brokers(state), range(partitions), factor)
     topic = Topic(
         name=name,
         topic_id=uuid.uuid4(),
@@ -246,8 +261,9 @@ async def _create_partitions_once(
         if any(len(replicas) != factor for replicas in added.values()):
             raise TopicAdminError(ErrorCode.invalid_replica_assignment, "replica count differs from the topic's")
     else:  # continue the round robin where partition 0 starts it, as Kafka's addPartitions does
-        start = start_index_for_new_partitions(state.live_brokers(), topic.assignment[0][0])
-        added = _assign(state, new_partitions, factor, start)
+        brokers = await _placeable_brokers(state)
+        start = start_index_for_new_partitions(brokers, topic.assignment[0][0])
+        added = _assign(state, brokers, new_partitions, factor, start)
     grown = dataclasses.replace(topic, assignment={**topic.assignment, **added})
     if validate_only:
         return grown

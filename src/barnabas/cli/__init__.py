@@ -31,6 +31,7 @@ from . import (
     proxy,
     quotas,
     records,
+    shutdown,
     topics,
     users,
 )
@@ -40,8 +41,8 @@ from .errors import CliError
 __all__ = ["main"]
 
 SUBCOMMANDS = (
-    broker, proxy, cluster, topics, produce, consume, groups, records, partitions, users, acls, quotas, coordination,
-    bench, pipeline, completion,
+    broker, proxy, shutdown, cluster, topics, produce, consume, groups, records, partitions, users, acls, quotas,
+    coordination, bench, pipeline, completion,
 )  # fmt: skip
 
 

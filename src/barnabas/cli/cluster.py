@@ -41,7 +41,7 @@ from rich.table import Table
 
 from barnabas.testing import AdoptedProcess, Broker, ServerStartError
 
-from . import decommission, log_dirs
+from . import cordon, decommission, log_dirs, unregister
 from ._client import add_connection, connect_admin, kafka_error
 from .errors import CliError
 from .topics import INTERNAL_TOPICS
@@ -150,8 +150,9 @@ def register(commands: Any) -> None:
     status = actions.add_parser(
         "status",
         help="brokers, controller and partition replication state",
-        description="Describe the cluster (brokers, controller, cluster id) and every partition's leader, "
-        "replicas and ISR; count under-replicated (ISR smaller than replicas) and offline (no leader) partitions.",
+        description="Describe the cluster (brokers, controller, cluster id, cordoned brokers) and every "
+        "partition's leader, replicas and ISR; count under-replicated (ISR smaller than replicas) and offline (no "
+        "leader) partitions.",
     )
     add_connection(status)
     shown = status.add_mutually_exclusive_group()
@@ -163,6 +164,8 @@ def register(commands: Any) -> None:
     status.set_defaults(run=_status)
     log_dirs.add_action(actions)
     decommission.add_action(actions)
+    cordon.add_actions(actions)
+    unregister.add_action(actions)
 
 
 # --- processes -------------------------------------------------------------------------------
@@ -598,11 +601,13 @@ def _report(admin: Any, metadata: Any, timeout: float) -> dict[str, Any]:
             })  # fmt: skip
     under_replicated = sum(1 for p in partitions if len(p["isr"]) < len(p["replicas"]))
     offline = sum(1 for p in partitions if p["leader"] == -1)
+    cordoned = cordon.cordoned_brokers(admin, brokers, timeout)
     return {
         "cluster_id": cluster_id,
         "controller_id": controller_id if controller_id is not None and controller_id >= 0 else None,
         "brokers": [
-            {**broker, "controller": broker_id == controller_id} for broker_id, broker in sorted(brokers.items())
+            {**broker, "controller": broker_id == controller_id, "cordoned": broker_id in cordoned}
+            for broker_id, broker in sorted(brokers.items())
         ],
         "topics": len(metadata.topics),
         "partitions": partitions,
@@ -622,9 +627,9 @@ def _print_report(report: dict[str, Any], out: TextIO, shown: Callable[[dict[str
     for column in ("id", "endpoint", "rack", ""):
         brokers.add_column(column)
     for broker in report["brokers"]:
+        roles = [role for role in ("controller", "cordoned") if broker[role]]
         brokers.add_row(
-            str(broker["id"]), f"{broker['host']}:{broker['port']}", broker["rack"] or "-",
-            "controller" if broker["controller"] else "",
+            str(broker["id"]), f"{broker['host']}:{broker['port']}", broker["rack"] or "-", ", ".join(roles),
         )  # fmt: skip
     console.print(brokers)
     listed = [p for p in report["partitions"] if shown(p)]

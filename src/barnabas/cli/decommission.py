@@ -1,14 +1,17 @@
 """`barnabas cluster decommission --broker N`: move every replica off broker N, so it can be removed.
 
 Scaling a StatefulSet down removes its highest ordinal, whatever that broker holds; Strimzi refuses a
-scale-down while the broker has replicas. This command is the step before: by broker id (never by
-pod ordinal or position), it plans a new replica list for every partition with a replica on N —
-N's slot taken by the remaining broker that holds the fewest replicas, preferring a rack the
-partition does not use yet — sends the plan as one reassignment (KIP-455, as
+scale-down while the broker has replicas. This command is the step before, in Kafka's order
+(cordon, reassign, stop, unregister): by broker id (never by pod ordinal or position), it plans a
+new replica list for every partition with a replica on N — N's slot taken by the remaining broker
+that holds the fewest replicas, preferring a rack the partition does not use yet, never a cordoned
+one — and refuses a plan that cannot be made (a replication factor as large as the brokers left)
+before anything changes. Then it cordons N (``cordoned.log.dirs=*``, KIP-1066: no new topic or
+partition is placed on it from now on), sends the plan as one reassignment (KIP-455, as
 ``kafka-reassign-partitions.sh --execute``), follows it with a progress bar, and checks the
-metadata until no partition names N. Only then does it say N can be removed (exit 0); a plan
-that cannot be made (a replication factor as large as the brokers left) is refused before anything
-moves. A topic created meanwhile may still land on N: the command plans again, a few rounds.
+metadata until no partition names N. Only then does it say N can be removed (exit 0): stopped,
+then forgotten with ``cluster unregister``. A topic whose creation was under way as the cordon
+was written may still land on N: the command plans again, a few rounds. N stays cordoned.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ import argparse
 import json
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ._admin_requests import error_name, python_admin
 from ._client import action_parser, connect_admin, non_negative_int, positive_float
+from .cordon import cordoned_brokers, set_cordon
 from .errors import CliError
 from .reassign import wait_for_reassignments
 
@@ -31,11 +35,13 @@ DEFAULT_WAIT_S = 600.0
 DESCRIPTION = (
     "Move every replica off broker ID (a broker id, not a pod ordinal) so it can be removed: each partition "
     "with a replica there gets that slot moved to the remaining broker holding the fewest replicas, a rack the "
-    "partition does not use yet first. The moves go out as one reassignment and are followed until no partition "
-    "names the broker; only then does the command say it is safe to remove (exit 0). A plan that cannot be made "
-    "(a replication factor as large as the brokers left) is refused before anything moves."
+    "partition does not use yet first (cordoned brokers take none). The broker is cordoned first, so no new "
+    "topic lands on it; the moves go out as one reassignment and are followed until no partition names the "
+    "broker; only then does the command say it is safe to remove (exit 0): stop it, then `cluster unregister`. "
+    "A plan that cannot be made (a replication factor as large as the brokers left) is refused before anything "
+    "changes. `cluster uncordon` lifts the cordon of a broker that stays."
 )
-#: Plans made at most: a partition created on N while the previous plan ran is moved by the next.
+#: Plans made at most: a partition placed on N as the cordon was written is moved by the next.
 ROUNDS = 3
 
 
@@ -63,11 +69,15 @@ def add_action(actions: Any) -> None:
 
 
 def plan_moves(
-    replicas: Mapping[TopicPartition, tuple[int, ...]], leaving: int, brokers: Mapping[int, str | None]
+    replicas: Mapping[TopicPartition, tuple[int, ...]],
+    leaving: int,
+    brokers: Mapping[int, str | None],
+    left_out: Collection[int] = (),
 ) -> list[Move]:
     """New replica lists without ``leaving``: each of its slots to the least-loaded broker, new racks first.
 
-    ``brokers`` maps every broker that may take replicas to its rack (``leaving`` is ignored there).
+    ``brokers`` maps every broker that may take replicas to its rack (``leaving`` is ignored there);
+    ``left_out`` names the live brokers that may not (cordoned), for the refusal's message.
 
     Raises:
         CliError: a partition has no broker left that does not hold it already.
@@ -81,9 +91,11 @@ def plan_moves(
             continue
         candidates = [broker for broker in staying if broker not in before]
         if not candidates:
+            cordoned = f" (cordoned, so left out: {', '.join(map(str, sorted(left_out)))})" if left_out else ""
             raise CliError(
                 f"cannot decommission broker {leaving}: {topic}-{partition} has {len(before)} replicas and only "
-                f"{len(staying)} other brokers could hold them; add a broker or lower its replication factor first"
+                f"{len(staying)} other brokers could hold them{cordoned}; add a broker or lower its replication "
+                "factor first"
             )
         racks_used = {staying.get(r) for r in before if r != leaving}
         chosen = min(candidates, key=lambda b: (staying[b] is not None and staying[b] in racks_used, load[b], b))
@@ -94,7 +106,7 @@ def plan_moves(
 
 
 def _placement(admin: Any, timeout: float) -> tuple[dict[TopicPartition, tuple[int, ...]], dict[int, str | None]]:
-    """Every partition's replicas (internal topics too) and every registered broker's rack."""
+    """Every partition's replicas (internal topics too) and every registered broker's rack (cordoned ones too)."""
     metadata = admin.list_topics(timeout=timeout)
     replicas = {
         (name, partition.id): tuple(partition.replicas)
@@ -133,17 +145,19 @@ def run(args: argparse.Namespace) -> int:
     leaving: int = args.broker
     admin = connect_admin(args)
     started = time.monotonic()
+    moves = _plan(admin, leaving, args.timeout)  # refused here, before anything changes
+    if args.dry_run:
+        _report(leaving, moves, 0.0, args.json, done=False)
+        return 0
+    set_cordon(args, leaving, cordoned=True)
     moved: list[Move] = []
     for _ in range(ROUNDS):
-        replicas, brokers = _placement(admin, args.timeout)
-        moves = plan_moves(replicas, leaving, brokers)
+        if moves:
+            _send(args, moves, leaving)
+            moved += moves
+        moves = _plan(admin, leaving, args.timeout)
         if not moves:
             break
-        if args.dry_run:
-            _report(leaving, moves, 0.0, args.json, done=False)
-            return 0
-        _send(args, moves, leaving)
-        moved += moves
     else:
         replicas, _ = _placement(admin, args.timeout)
         left = sorted(tp for tp, rs in replicas.items() if leaving in rs)
@@ -157,21 +171,32 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plan(admin: Any, leaving: int, timeout: float) -> list[Move]:
+    """The moves that empty ``leaving`` now, onto the live brokers that are not cordoned."""
+    replicas, brokers = _placement(admin, timeout)
+    cordoned = cordoned_brokers(admin, (b for b in brokers if b != leaving), timeout)
+    eligible = {broker: rack for broker, rack in brokers.items() if broker not in cordoned}
+    return plan_moves(replicas, leaving, eligible, cordoned)
+
+
 def _report(leaving: int, moves: list[Move], seconds: float, as_json: bool, *, done: bool) -> None:
     if as_json:
         document = {
             "broker": leaving,
             "moves": [{"topic": m.topic, "partition": m.partition, "from": m.before, "to": m.after} for m in moves],
             "seconds": round(seconds, 3),
+            "cordoned": done,
             "safe_to_remove": done,
         }
         print(json.dumps(document, indent=2))
         return
     for m in moves:
         print(f"{m.topic}-{m.partition}: {list(m.before)} -> {list(m.after)}")
+    then = f"stop it, then `barnabas cluster unregister --broker {leaving}`"
     if not done:
         print(f"dry run: {len(moves)} partitions would move off broker {leaving}")
     elif moves:
-        print(f"moved {len(moves)} replicas off broker {leaving} in {seconds:.1f} s; it holds none now: safe to remove")
+        print(f"moved {len(moves)} replicas off broker {leaving} in {seconds:.1f} s; it holds none now and is "
+              f"cordoned: safe to remove ({then})")  # fmt: skip
     else:
-        print(f"broker {leaving} holds no replicas: safe to remove")
+        print(f"broker {leaving} holds no replicas and is cordoned: safe to remove ({then})")

@@ -1,4 +1,4 @@
-"""Keep a broker's view of the cluster current: topics, partitions, brokers, controller, credentials, ACLs, quotas.
+"""Keep a broker's view of the cluster current: topics, partitions, brokers, controller and the cached stores.
 
 Watches are hints (coordination api.py): a ``Resync`` re-reads a whole prefix, a ``Changed``
 re-reads the keys it names, and nothing is ever taken from an event's content. After each
@@ -19,6 +19,7 @@ from .acls import AclStore
 from .brokers import BrokerRegistry
 from .client_quotas import ClientQuotaStore
 from .controller import CONTROLLER_ELECTION
+from .cordons import CordonStore
 from .credentials import CredentialStore
 from .topic_store import PARTITIONS_PREFIX, TOPICS_PREFIX, TopicStore
 
@@ -41,6 +42,7 @@ class MetadataWatcher:
         *,
         acls: AclStore | None = None,
         client_quotas: ClientQuotaStore | None = None,
+        cordons: CordonStore | None = None,
     ) -> None:
         self._metastore = metastore
         self._topics = topics
@@ -48,6 +50,7 @@ class MetadataWatcher:
         self._credentials = credentials
         self._acls = acls
         self._client_quotas = client_quotas
+        self._cordons = cordons
         self._on_change = on_change
         self._election = LeaderElection(metastore, CONTROLLER_ELECTION)
         self._tasks: list[asyncio.Task[None]] = []
@@ -76,6 +79,8 @@ class MetadataWatcher:
             watches.append((self._acls.prefix, self._apply_acls))
         if self._client_quotas is not None:
             watches.append((self._client_quotas.prefix, self._apply_client_quotas))
+        if self._cordons is not None:
+            watches.append((self._cordons.prefix, self._apply_cordons))
         for prefix, apply in watches:
             self._tasks.append(asyncio.create_task(self._follow(prefix, apply), name=f"watch {prefix}"))
 
@@ -125,6 +130,13 @@ class MetadataWatcher:
             await self._client_quotas.refresh(event.keys)
         else:
             await self._client_quotas.load()
+
+    async def _apply_cordons(self, event: WatchEvent) -> None:
+        assert self._cordons is not None
+        if isinstance(event, Changed):
+            await self._cordons.refresh(event.keys)
+        else:
+            await self._cordons.load()
 
     async def _apply_brokers(self, _: WatchEvent) -> None:
         await self._brokers.refresh()

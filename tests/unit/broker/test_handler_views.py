@@ -36,6 +36,7 @@ from barnabas.broker.handlers import (
     sasl,
     scram_credentials,
     topics,
+    unregister_broker,
 )
 from barnabas.broker.handlers._view import converter, view_of
 from barnabas.broker.registry import ApiSpec
@@ -79,6 +80,7 @@ VIEWS: dict[int, type] = {
     acls.DELETE_ACLS: acls.DeleteAclsRequest,
     client_quotas.DESCRIBE_KEY: client_quotas.DescribeClientQuotasRequest,
     client_quotas.ALTER_KEY: client_quotas.AlterClientQuotasRequest,
+    unregister_broker.API_KEY: unregister_broker.UnregisterBrokerRequest,
 }
 #: Handlers that read no kio body: ApiVersions reads none of its fields; Produce's body comes from
 #: the protocol's own decoder, typed already (ProduceRequestData).

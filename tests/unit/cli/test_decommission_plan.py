@@ -49,3 +49,13 @@ def test_a_replication_factor_as_large_as_the_brokers_left_is_refused_in_one_lin
 
 def test_nothing_to_move_is_an_empty_plan() -> None:
     assert plan_moves({("t", 0): (0, 1)}, 2, {0: None, 1: None, 2: None}) == []
+
+
+def test_a_refusal_names_the_cordoned_brokers_it_left_out() -> None:
+    """Cordoned brokers take no replica, so they are not among ``brokers``; the refusal says why they are missing."""
+    with pytest.raises(CliError) as refused:
+        plan_moves({("full", 0): (0, 1, 2)}, 2, {0: None, 1: None}, left_out=[3])
+    assert str(refused.value) == (
+        "cannot decommission broker 2: full-0 has 3 replicas and only 2 other brokers could hold them "
+        "(cordoned, so left out: 3); add a broker or lower its replication factor first"
+    )

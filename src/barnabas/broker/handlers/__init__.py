@@ -24,6 +24,7 @@ from . import (
     sasl,
     scram_credentials,
     topics,
+    unregister_broker,
 )
 
 __all__ = ["build_registry"]
@@ -52,5 +53,6 @@ def build_registry() -> ApiRegistry:
             *scram_credentials.SPECS,
             *client_quotas.SPECS,
             *acls.SPECS,
+            unregister_broker.SPEC,
         ]
     )

@@ -116,6 +116,7 @@ RULES: dict[int, tuple[Check, ...]] = {
     50: (_c(_O.DESCRIBE, _R.CLUSTER, _CLUSTER, _CAF),),  # DescribeUserScramCredentials
     51: (_c(_O.ALTER, _R.CLUSTER, _CLUSTER, _CAF),),  # AlterUserScramCredentials
     60: (_c(_O.DESCRIBE, _R.CLUSTER, _CLUSTER, _E.none, "cluster authorized operations asked"),),  # DescribeCluster
+    64: (_c(_O.ALTER, _R.CLUSTER, _CLUSTER, _CAF),),  # UnregisterBroker
 }  # fmt: skip
 
 

@@ -4,7 +4,11 @@ Topics report every topic setting with its effective value and source: an overri
 DYNAMIC_TOPIC_CONFIG, otherwise the broker setting behind it (STATIC_BROKER_CONFIG when set
 in server.properties, the environment or a flag; DEFAULT_CONFIG otherwise), with that broker
 setting listed as a synonym when asked. Broker settings are read-only: dynamic broker config
-is not supported, so altering them gets INVALID_REQUEST with a message.
+is not supported, so altering them gets INVALID_REQUEST with a message. The one exception is
+KIP-1066's ``cordoned.log.dirs`` on a broker id: set to ``*`` it cordons that broker (no new
+replicas are placed on it, ``cluster.cordons``), deleted (or set empty) it lifts the cordon.
+barnabas cordons whole brokers only, so naming single log dirs gets INVALID_CONFIG. Any broker
+takes the change for any broker id, a stopped one too; a broker describes its own.
 
 Replication is never throttled here, so Kafka's replication-throttle settings are never set:
 deleting them (which kafka-reassign-partitions.sh --verify does for every broker and moved
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from barnabas.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigSource, ConfigType, resolve_topic_config
+from barnabas.coordination import CoordinationError
 from barnabas.protocol import ErrorCode, Request, encode_response
 from barnabas.security.acl import AclOperation, ResourceType
 
@@ -40,6 +45,9 @@ BROKER = 4
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
+#: KIP-1066's broker config: the log dirs no new replica is placed in; ``*`` is every one, the whole broker.
+CORDONED_LOG_DIRS = "cordoned.log.dirs"
+ALL_LOG_DIRS = "*"
 THROTTLE_TOPIC_CONFIGS = frozenset({"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"})
 THROTTLE_BROKER_CONFIGS = frozenset(
     {
@@ -132,7 +140,22 @@ def _broker_entries(state: NodeNeeds, types: Any, keys: set[str] | None, docs: b
             config_source=int(state.node.config.source(key)), is_sensitive=sensitive, synonyms=(),
             config_type=int(definition.type), documentation=definition.doc if docs else None,
         ))  # fmt: skip
-    return tuple(entries)
+    if keys is None or CORDONED_LOG_DIRS in keys:
+        entries.append(_cordon_entry(state, types, docs))
+    return tuple(sorted(entries, key=lambda entry: str(entry.name)))
+
+
+def _cordon_entry(state: NodeNeeds, types: Any, docs: bool) -> Any:
+    """``cordoned.log.dirs`` of this broker: ``*`` (dynamic) while it is cordoned, else empty (the default)."""
+    cordoned = state.node.broker_id in state.node.cordons.brokers
+    return make(
+        types.DescribeConfigsResourceResult,
+        name=CORDONED_LOG_DIRS, value=ALL_LOG_DIRS if cordoned else "", read_only=False,
+        config_source=int(ConfigSource.DYNAMIC_BROKER_CONFIG if cordoned else ConfigSource.DEFAULT_CONFIG),
+        is_sensitive=False, synonyms=(), config_type=int(ConfigType.LIST),
+        documentation="The log dirs no new partition replica is placed in; * is all of them (KIP-1066)." if docs
+        else None,
+    )  # fmt: skip
 
 
 def _denial(state: NodeNeeds, operation: AclOperation, resource_type: int, name: str) -> tuple[ErrorCode, str] | None:
@@ -255,8 +278,14 @@ async def handle_incremental_alter_configs(state: NodeNeeds, request: Request) -
                     state.node, resource.resource_name, overrides, validate_only=body.validate_only
                 )
             elif resource.resource_type == BROKER:
-                if _without_throttles(resource.configs, THROTTLE_BROKER_CONFIGS):
-                    raise TopicAdminError(ErrorCode.invalid_request, "Dynamic broker configs are not supported")
+                kept = _without_throttles(resource.configs, THROTTLE_BROKER_CONFIGS)
+                if any(op.name != CORDONED_LOG_DIRS for op in kept):
+                    raise TopicAdminError(
+                        ErrorCode.invalid_request,
+                        f"Dynamic broker configs are not supported (only {CORDONED_LOG_DIRS} is)",
+                    )
+                if kept:
+                    await _alter_cordon(state, resource.resource_name, kept, validate_only=body.validate_only)
             else:
                 raise TopicAdminError(ErrorCode.invalid_request, f"Unsupported resource type {resource.resource_type}")
         except TopicAdminError as exc:
@@ -272,6 +301,32 @@ async def handle_incremental_alter_configs(state: NodeNeeds, request: Request) -
         )
     response = make(types.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
     return encode_response(request.header.correlation_id, response)
+
+
+async def _alter_cordon(
+    state: NodeNeeds, name: str, operations: Sequence[AlterableConfig], *, validate_only: bool
+) -> None:
+    """Cordon broker ``name`` (``cordoned.log.dirs=*``) or lift its cordon (deleted or empty)."""
+    if len(operations) > 1:
+        raise TopicAdminError(ErrorCode.invalid_request, "A config name appears more than once")
+    if not (name.isdigit() and name.isascii()):
+        raise TopicAdminError(
+            ErrorCode.invalid_request, f"{CORDONED_LOG_DIRS} is set per broker: name a broker id, not {name!r}"
+        )
+    op = operations[0]
+    value = (op.value or "").strip() if op.config_operation == SET else ""
+    if op.config_operation not in (SET, DELETE) or value not in ("", ALL_LOG_DIRS):
+        raise TopicAdminError(
+            ErrorCode.invalid_config,
+            f"{CORDONED_LOG_DIRS}: barnabas cordons whole brokers: set it to {ALL_LOG_DIRS} or delete it",
+        )
+    if validate_only:
+        return
+    cordons, broker_id = state.node.cordons, int(name)
+    try:
+        await (cordons.cordon(broker_id) if value == ALL_LOG_DIRS else cordons.uncordon(broker_id))
+    except CoordinationError as exc:
+        raise TopicAdminError(ErrorCode.unknown_server_error, f"coordination: {exc}") from None
 
 
 SPECS = [
