@@ -413,7 +413,10 @@ def _check_consistency(config: BrokerConfig) -> None:
 
 
 def hostname_ordinal(hostname: str | None = None) -> int | None:
-    """The N of a StatefulSet-style hostname ``name-N``, if it has one."""
-    host = (hostname or socket.gethostname()).split(".")[0]
+    """The N of a StatefulSet-style hostname ``name-N``, if it has one.
+
+    The hostname is ``$HOSTNAME`` where set (a pod's is its name), else the kernel's.
+    """
+    host = (hostname or os.environ.get("HOSTNAME") or socket.gethostname()).split(".")[0]
     match = re.search(r"-(\d+)$", host)
     return int(match.group(1)) if match else None

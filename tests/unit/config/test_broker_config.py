@@ -93,9 +93,11 @@ def test_unreadable_file_is_one_line(tmp_path: Path) -> None:
         load_broker_config(tmp_path / "missing.properties", environ={})
 
 
-def test_hostname_ordinal() -> None:
+def test_hostname_ordinal(monkeypatch: pytest.MonkeyPatch) -> None:
     assert hostname_ordinal("barnabas-2.barnabas.default.svc") == 2
     assert hostname_ordinal("laptop") is None
+    monkeypatch.setenv("HOSTNAME", "barnabas-7")
+    assert hostname_ordinal() == 7, "a pod's HOSTNAME names it"
 
 
 def test_a_misspelt_setting_in_the_environment_stops_the_broker() -> None:
