@@ -208,7 +208,7 @@ class LogEndReports:
                     log.warning("%s-%d: cannot report its log end yet (%s); retrying", *tp, exc)
                     await asyncio.sleep(RETRY_S)
                     continue
-                log.info("%s-%d: reported its log end (epoch %d, offset %d) for the partition's first leader",
+                log.debug("%s-%d: reported its log end (epoch %d, offset %d) for the partition's first leader",
                          *tp, *end)  # fmt: skip
                 return
         finally:
