@@ -1,4 +1,4 @@
-"""A rate over sampled windows and the throttle time that brings it back under a bound: Kafka's quota arithmetic.
+"""Kafka's quota arithmetic: a rate over sampled windows, a token bucket, and the throttle time of each.
 
 Rules this module keeps (Kafka's SampledStat, WindowedSum, Rate and QuotaUtils.throttleTime):
 
@@ -9,13 +9,18 @@ Rules this module keeps (Kafka's SampledStat, WindowedSum, Rate and QuotaUtils.t
   ``samples - 1`` whole windows: a first burst is not measured over a few milliseconds.
 - Over the bound, the throttle time is how long no further value may come for the rate to fall to
   the bound: ``(rate - bound) / bound * window``, rounded to the millisecond.
+- The controller mutation quota is a token bucket instead (Kafka's TokenBucket, KIP-599), so a burst
+  costs only the time to earn it back: credits refill at the quota's rate up to a burst of
+  ``samples * window * rate``; a new bucket starts full; a debt of ``d`` credits is ``d / rate``
+  seconds of throttle, rounded half up as Java's Math.round does.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-__all__ = ["Rate"]
+__all__ = ["Rate", "TokenBucket"]
 
 
 @dataclass(slots=True)
@@ -101,3 +106,39 @@ class Rate:
         for sample in self._samples:
             if now_ms - sample.last_ms >= expire_ms:
                 sample.reset(now_ms)
+
+
+class TokenBucket:
+    """Credits spent by what is recorded and earned back at the quota's rate (Kafka's TokenBucket)."""
+
+    __slots__ = ("_credits", "last_update_ms")
+
+    def __init__(self) -> None:
+        #: None until first used: Kafka's bucket starts empty at time 0, so its first refill fills it.
+        self._credits: float | None = None
+        #: When the credits were last brought up to date (idle buckets are dropped after a while).
+        self.last_update_ms = 0
+
+    def credits(self, rate: float, burst: float, now_ms: int) -> float:
+        """The credits left at ``now_ms`` (below 0: in debt) for a refill ``rate`` per second."""
+        return self._refill(rate, burst, now_ms)
+
+    def record(self, value: float, rate: float, burst: float, now_ms: int) -> None:
+        """Spend ``value`` credits at ``now_ms``, however deep into debt that goes."""
+        self._credits = min(burst, self._refill(rate, burst, now_ms) - value)
+
+    @staticmethod
+    def throttle_ms(credits: float, rate: float) -> int:
+        """How long the bucket takes to refill a debt back to zero (ControllerMutationQuotaManager.throttleTimeMs)."""
+        if credits >= 0:
+            return 0
+        return math.floor(-credits / rate * 1000 + 0.5)  # Java's Math.round, not Python's half-to-even
+
+    def _refill(self, rate: float, burst: float, now_ms: int) -> float:
+        if self._credits is None:
+            credits = burst
+        else:
+            credits = min(burst, self._credits + rate * (now_ms - self.last_update_ms) / 1000)
+        self._credits = credits
+        self.last_update_ms = now_ms
+        return credits

@@ -115,6 +115,8 @@ class NodeState:
             self.client_quotas,
             samples=int(config["quota.window.num"]),
             window_s=int(config["quota.window.size.seconds"]),
+            controller_samples=int(config["controller.quota.window.num"]),
+            controller_window_s=int(config["controller.quota.window.size.seconds"]),
         )
         self.queued_requests = QueuedRequests(int(config["queued.max.requests"]))
         self.cordons = CordonStore(self.storage)

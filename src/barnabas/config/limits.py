@@ -5,7 +5,8 @@ Rules this module keeps:
 - Names, types and defaults are Kafka's: ``max.connections`` and ``max.connections.per.ip``
   default to Int.MaxValue (no limit); ``max.connections.per.ip.overrides`` is
   ``host:count,host:count``; ``queued.max.requests`` is 500; quotas are measured over
-  ``quota.window.num`` (11) windows of ``quota.window.size.seconds`` (1).
+  ``quota.window.num`` (11) windows of ``quota.window.size.seconds`` (1), the controller mutation
+  quota's burst over ``controller.quota.window.num`` (11) of ``controller.quota.window.size.seconds`` (1).
 - ``max.connections.per.ip`` may be 0 only with overrides (KafkaConfig's check): only the hosts named
   there may connect at all.
 - ``listener.name.<name>.max.connections`` limits one listener (Kafka's ListenerConnectionQuota);
@@ -76,6 +77,10 @@ LIMIT_CONFIG_LIST: tuple[ConfigDef, ...] = (
               at_least(1)),
     ConfigDef("quota.window.num", _I, 11, "Samples a client quota's rate is measured over.", at_least(1)),
     ConfigDef("quota.window.size.seconds", _I, 1, "Length of one client quota sample.", at_least(1)),
+    ConfigDef("controller.quota.window.num", _I, 11,
+              "Samples of the controller mutation quota: its burst is samples x window x rate.", at_least(1)),
+    ConfigDef("controller.quota.window.size.seconds", _I, 1, "Length of one controller mutation quota sample.",
+              at_least(1)),
 )  # fmt: skip
 
 #: What ``listener.name.<name>.`` may override among these.

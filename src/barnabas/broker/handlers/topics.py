@@ -9,6 +9,13 @@ only to a principal that may DESCRIBE_CONFIGS it; DeleteTopics needs DELETE on t
 the topic (a topic named by id that it may not DESCRIBE either is answered without its name);
 CreatePartitions needs ALTER on the topic. Internal topics (``__consumer_offsets``) cannot be
 deleted by clients, whatever the ACLs: INVALID_TOPIC_EXCEPTION.
+
+The controller mutation quota (KIP-599; ZkAdminManager's order) counts a topic's partitions
+created, deleted or added once the topic has passed every other check, just before the change:
+with a quota, create and grow are validated first (``validate_only``), then counted, then done.
+It is strict from CreateTopics v6, DeleteTopics v5 and CreatePartitions v3: a refused topic gets
+THROTTLING_QUOTA_EXCEEDED. ``validate_only`` requests are not counted, as in ZooKeeper-mode Kafka
+(KRaft's controller counts them).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +33,7 @@ from barnabas.coordination import CoordinationError
 from barnabas.protocol import ErrorCode, Request, encode_response
 from barnabas.security.acl import AclOperation, ResourceType
 
+from ..client_quotas import MutationQuota, ThrottlingQuotaExceededError, mutation_quota
 from ..errors import error_code_for
 from ..registry import ApiSpec
 from ..topic_admin import TopicAdminError, create_partitions, create_topic, delete_topic
@@ -38,6 +47,8 @@ log = logging.getLogger(__name__)
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 CREATE_PARTITIONS = 37
+#: The first versions whose clients expect THROTTLING_QUOTA_EXCEEDED (KIP-599); older ones are only throttled.
+STRICT_SINCE = {CREATE_TOPICS: 6, DELETE_TOPICS: 5, CREATE_PARTITIONS: 3}
 
 
 # -- Request views -----------------------------------------------------------------------------
@@ -113,6 +124,60 @@ class CreatePartitionsRequest:
 # -- Handlers ----------------------------------------------------------------------------------
 
 
+def _count(quota: MutationQuota, partitions: int) -> None:
+    """Count ``partitions`` mutations; a strict quota's refusal becomes the topic's error.
+
+    Raises:
+        TopicAdminError: THROTTLING_QUOTA_EXCEEDED, the client being in debt.
+    """
+    try:
+        quota.record(partitions)
+    except ThrottlingQuotaExceededError as exc:
+        raise TopicAdminError(ErrorCode.throttling_quota_exceeded, str(exc)) from None
+
+
+async def _create(state: NodeNeeds, requested: CreatableTopic, validate_only: bool, quota: MutationQuota) -> Topic:
+    """Create (or only validate) one topic, counting its partitions once it is known to be valid."""
+
+    async def create(only_validate: bool) -> Topic:
+        return await create_topic(
+            state.node,
+            requested.name,
+            num_partitions=requested.num_partitions,
+            replication_factor=requested.replication_factor,
+            assignment={a.partition_index: list(a.broker_ids) for a in requested.assignments},
+            configs={c.name: c.value for c in requested.configs},
+            validate_only=only_validate,
+        )
+
+    if validate_only or not quota.bounded:
+        return await create(validate_only)
+    _count(quota, (await create(True)).partition_count)
+    return await create(False)
+
+
+async def _grow(
+    state: NodeNeeds,
+    requested: CreatePartitionsTopic,
+    assignment: Sequence[Sequence[int]] | None,
+    validate_only: bool,
+    quota: MutationQuota,
+) -> None:
+    """Grow (or only validate growing) one topic, counting the partitions added once it is known to be valid."""
+
+    async def grow(only_validate: bool) -> Topic:
+        name, count = requested.name, requested.count
+        return await create_partitions(state.node, name, count, assignment=assignment, validate_only=only_validate)
+
+    if validate_only or not quota.bounded:
+        await grow(validate_only)
+        return
+    before = state.node.topic(requested.name)  # what the validation reads (no await comes between)
+    grown = await grow(True)
+    _count(quota, grown.partition_count - (before.partition_count if before is not None else 0))
+    await grow(False)
+
+
 def _config_entries(state: NodeNeeds, types: Any, topic: Topic) -> tuple[Any, ...]:
     """The created topic's effective configs, which CreateTopics returns from v5 (KIP-525)."""
     if not hasattr(types, "CreatableTopicConfigs"):
@@ -137,6 +202,7 @@ async def handle_create_topics(state: NodeNeeds, request: Request) -> bytes:
     body = view_of(CreateTopicsRequest, request.body)
     counts = Counter(t.name for t in body.topics)
     any_topic = cluster_allowed(state, AclOperation.CREATE, log_denied=False)
+    quota = mutation_quota(STRICT_SINCE[CREATE_TOPICS])
     results = []
     for requested in body.topics:
         result: dict[str, Any] = {
@@ -158,15 +224,7 @@ async def handle_create_topics(state: NodeNeeds, request: Request) -> bytes:
             results.append(make(types.CreatableTopicResult, **result))
             continue
         try:
-            topic = await create_topic(
-                state.node,
-                requested.name,
-                num_partitions=requested.num_partitions,
-                replication_factor=requested.replication_factor,
-                assignment={a.partition_index: list(a.broker_ids) for a in requested.assignments},
-                configs={c.name: c.value for c in requested.configs},
-                validate_only=body.validate_only,
-            )
+            topic = await _create(state, requested, body.validate_only, quota)
         except TopicAdminError as exc:
             result.update(error_code=exc.error_code, error_message=exc.message)
         except (OSError, CoordinationError) as exc:  # no space, too many open files, a store that refused it
@@ -201,6 +259,7 @@ async def handle_delete_topics(state: NodeNeeds, request: Request) -> bytes:
         wanted = [(t.name, t.topic_id) for t in body.topics]
     else:
         wanted = [(name, None) for name in body.topic_names]
+    quota = mutation_quota(STRICT_SINCE[DELETE_TOPICS])
     results = []
     for wanted_name, topic_id in wanted:
         name = wanted_name
@@ -226,6 +285,8 @@ async def handle_delete_topics(state: NodeNeeds, request: Request) -> bytes:
                 raise TopicAdminError(ErrorCode.topic_authorization_failed, "Authorization failed.")
             if (known := state.node.topic(name)) is not None and known.internal:
                 raise TopicAdminError(ErrorCode.invalid_topic_exception, f"Cannot delete internal topic {name}")
+            if known is not None and state.node.config["delete.topic.enable"]:  # what delete_topic will take
+                _count(quota, known.partition_count)
             topic = await delete_topic(state.node, name)
         except TopicAdminError as exc:
             results.append(
@@ -255,6 +316,7 @@ async def handle_create_partitions(state: NodeNeeds, request: Request) -> bytes:
     types = response_types(CREATE_PARTITIONS, request.header.api_version)
     body = view_of(CreatePartitionsRequest, request.body)
     counts = Counter(t.name for t in body.topics)
+    quota = mutation_quota(STRICT_SINCE[CREATE_PARTITIONS])
     results = []
     for requested in body.topics:
         code, message = ErrorCode.none, None
@@ -265,13 +327,7 @@ async def handle_create_partitions(state: NodeNeeds, request: Request) -> bytes:
         else:
             assignment = [list(a.broker_ids) for a in requested.assignments] if requested.assignments else None
             try:
-                await create_partitions(
-                    state.node,
-                    requested.name,
-                    requested.count,
-                    assignment=assignment,
-                    validate_only=body.validate_only,
-                )
+                await _grow(state, requested, assignment, body.validate_only, quota)
             except TopicAdminError as exc:
                 code, message = exc.error_code, exc.message
         results.append(
