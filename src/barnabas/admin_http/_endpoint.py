@@ -124,7 +124,12 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 class _Server(socketserver.ThreadingMixIn, WSGIServer):
-    """One thread per request, daemon threads: a hung probe never keeps the process alive."""
+    """One thread per request, daemon threads: a hung probe never keeps the process alive.
+
+    The listening socket is non-blocking: during a proxy's hot restart two processes accept from it,
+    both are woken for one connection, and a blocking accept in the one that loses would hang (and
+    with it that process's shutdown). A lost race is an ``OSError`` that socketserver ignores.
+    """
 
     daemon_threads = True
     block_on_close = False
@@ -132,10 +137,27 @@ class _Server(socketserver.ThreadingMixIn, WSGIServer):
     def server_bind(self) -> None:
         # HTTPServer.server_bind looks up the host's FQDN (DNS, possibly slow) for SERVER_NAME only.
         socketserver.TCPServer.server_bind(self)
+        self.socket.setblocking(False)
+        self._named()
+
+    def adopt(self, sock: socket.socket) -> None:
+        """Serve on ``sock``, a socket already listening (handed over by another process), instead of binding."""
+        self.socket.close()
+        self.socket = sock
+        sock.setblocking(False)
+        self.server_address = sock.getsockname()
+        self._named()
+
+    def _named(self) -> None:
         host, port = self.server_address[:2]
         self.server_name = str(host)
         self.server_port = int(port)
         self.setup_environ()
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        request, address = self.socket.accept()
+        request.setblocking(True)  # a request's socket blocks, whatever the listening one does
+        return request, address
 
 
 def _server_class(host: str) -> type[_Server]:
@@ -180,14 +202,24 @@ class AdminEndpoint:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self) -> int:
-        """Bind and start serving from a daemon thread; the bound port. Call it on the event loop.
+    def start(self, sock: socket.socket | None = None) -> int:
+        """Bind (or serve on ``sock``, a listening socket handed over) and serve from a daemon thread; the bound
+        port. Call it on the event loop.
 
         Raises:
             OSError: the address cannot be bound.
         """
         self._loop = asyncio.get_running_loop()
-        server = _server_class(self.host)((self.host, self.requested_port), _QuietHandler)
+        server = _server_class(self.host)((self.host, self.requested_port), _QuietHandler, bind_and_activate=False)
+        try:
+            if sock is None:
+                server.server_bind()
+                server.server_activate()
+            else:
+                server.adopt(sock)
+        except BaseException:
+            server.server_close()
+            raise
         server.set_app(self._app)
         self._server = server
         self._thread = threading.Thread(
@@ -202,6 +234,13 @@ class AdminEndpoint:
         if self._server is None:
             raise RuntimeError("the admin endpoint is not serving")
         return int(self._server.server_address[1])
+
+    @property
+    def listening_socket(self) -> socket.socket:
+        """The socket it accepts on (to hand to another process: a proxy's hot restart)."""
+        if self._server is None:
+            raise RuntimeError("the admin endpoint is not serving")
+        return self._server.socket
 
     async def stop(self) -> None:
         """Stop serving and close the socket (requests being answered finish on their threads)."""

@@ -97,6 +97,9 @@ PROXY_CONFIGS: dict[str, ConfigDef] = {
                   at_least(10)),
         ConfigDef("proxy.drain.timeout.ms", _I, 30_000, "How long a stopping proxy waits for answers in flight.",
                   at_least(0)),
+        ConfigDef("proxy.hot.restart.socket", _S, None, "A Unix socket path (in a directory private to this user) "
+                  "on which the proxy hands its listening sockets to a new process started with --takeover, then "
+                  "drains and exits: a restart that refuses no client. Unset: no hot restarts."),
         ConfigDef("max.in.flight.requests.per.connection", _I, 100,
                   "Requests of one client connection the proxy handles at once before it stops reading.", at_least(1)),
         *ADMIN_CONFIG_LIST,
@@ -214,6 +217,12 @@ class ProxyConfig:
     def admin_listener(self) -> AdminListener | None:
         """Where the admin HTTP endpoint binds; None when it is off."""
         return parse_admin_listeners(self["admin.listeners"])
+
+    @property
+    def hot_restart_socket(self) -> Path | None:
+        """Where this proxy serves hot restarts (and a ``--takeover`` finds the running one); None: nowhere."""
+        value = self["proxy.hot.restart.socket"]
+        return Path(value) if value else None
 
     @property
     def bootstrap(self) -> list[tuple[str, int]]:

@@ -6,7 +6,8 @@
 - it has a cluster view: brokers known, read from the cluster within the last three
   ``metadata.max.age.ms`` (a view no broker has refreshed for longer routes on guesses);
 - with ``coordination.url``, it is a member of the group ``proxies`` (joined, session connected),
-  so the other nodes list it in their Metadata answers.
+  so the other nodes list it in their Metadata answers (after a hot restart, once the process it
+  took over from has left the group and this one has joined under the same node id).
 
 /metrics: the requests it answered per API and version with their total time, under the broker's
 names (``kafka_network_requestmetrics_*``: a proxy node is the brokers its clients see, and its
@@ -17,6 +18,7 @@ cluster view and peers; plus prometheus-client's process and platform collectors
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Sized
 from typing import TYPE_CHECKING, Protocol
@@ -69,8 +71,14 @@ def proxy_readiness(proxy: ProxyNodeParts, max_view_age_s: float, *, stopping: b
         reasons.append("no broker of the cluster is known")
     elif age_s > max_view_age_s:
         reasons.append(f"the cluster view was last read {age_s:.0f} s ago (no broker answers)")
-    if proxy.membership is not None and not proxy.membership.joined:
-        reasons.append("not a member of the group proxies (its coordination session is not connected)")
+    membership = proxy.membership
+    if membership is not None and not membership.joined:
+        why = (
+            "the process it took over from has not left it yet"
+            if membership.waiting_to_join
+            else "its coordination session is not connected"
+        )
+        reasons.append(f"not a member of the group proxies ({why})")
     return reasons
 
 
@@ -98,18 +106,23 @@ class ProxyAdmin:
             name=name,
         )
 
-    def start(self) -> int:
-        """Bind and serve; the bound port. Call it on the proxy's event loop.
+    def start(self, sock: socket.socket | None = None) -> int:
+        """Bind (or serve on ``sock``, handed over by the process a hot restart replaces) and serve; the bound
+        port. Call it on the proxy's event loop.
 
         Raises:
             OSError: the admin listener cannot be bound.
         """
         self.registry.register(LoopCollector(asyncio.get_running_loop(), self.families))
-        return self.endpoint.start()
+        return self.endpoint.start(sock)
 
     @property
     def port(self) -> int:
         return self.endpoint.port
+
+    @property
+    def listening_socket(self) -> socket.socket:
+        return self.endpoint.listening_socket
 
     def shutting_down(self) -> None:
         """The node is stopping: /readyz fails from now on."""

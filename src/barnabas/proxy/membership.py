@@ -6,6 +6,11 @@ a node that dies leaves the group when its session does, so it leaves every othe
 within that timeout, with no probing. Every node reads the same members, so every node answers
 Metadata alike. A lost session (a long coordination outage) is replaced by a new one and the node
 joins again.
+
+A process that took over from another by a hot restart starts following the group without joining
+it (the old process is still the member under this node id), and joins once the old one has left
+(``join_later``): it retries while the id is held, so a leave that failed only delays it until the
+old session ends.
 """
 
 from __future__ import annotations
@@ -46,32 +51,50 @@ class ProxyMembership:
         self._joined_with: Session | None = None
         self._membership = GroupMembership(storage.metastore, PROXIES_GROUP)
         self._tasks: list[asyncio.Task[None]] = []
+        #: Started without joining (a hot restart), and not joined yet.
+        self.waiting_to_join = False
 
-    async def start(self) -> None:
-        """Join the group and start following its members.
+    async def start(self, *, join: bool = True) -> None:
+        """Start following the group's members, joining it first (or later, by ``join_later``, if not ``join``).
 
         Raises:
             CoordinationError: the store cannot be reached, or another live node holds this node id.
         """
-        await self._join()
+        if join:
+            await self._join()
         self._apply(await self._membership.members())
         loop = asyncio.get_running_loop()
-        self._tasks = [
-            loop.create_task(self._follow(), name="proxy members"),
-            loop.create_task(self._keep_joined(), name="proxy session keeper"),
-        ]
+        self._tasks = [loop.create_task(self._follow(), name="proxy members")]
+        if join:
+            self._tasks.append(loop.create_task(self._keep_joined(), name="proxy session keeper"))
+        self.waiting_to_join = not join
+
+    def join_later(self) -> None:
+        """Join the group once this node id is free (the process a hot restart replaced leaves it), then keep joined."""
+
+        async def join_then_keep() -> None:
+            await self._join_until_joined("joining")
+            self.waiting_to_join = False
+            await self._keep_joined()
+
+        self._tasks.append(asyncio.get_running_loop().create_task(join_then_keep(), name="proxy session keeper"))
 
     async def _join(self) -> None:
         me = self.nodes.me
-        self._session = await self._storage.metastore.open_session(self.session_timeout_s)
+        session = await self._storage.metastore.open_session(self.session_timeout_s)
         data = json.dumps({"host": me.host, "port": me.port, "rack": me.rack}).encode()
         try:
-            await self._membership.join(self._session, str(me.node_id), data)
-            self._joined_with = self._session
-        except KeyExistsError:
-            raise CoordinationError(
-                f"proxy node id {me.node_id} is held by another live proxy node; set proxy.node.id"
-            ) from None
+            await self._membership.join(session, str(me.node_id), data)
+        except BaseException as exc:
+            with contextlib.suppress(CoordinationError):
+                await session.close()  # a session per attempt: a failed one must not linger
+            if isinstance(exc, KeyExistsError):
+                raise CoordinationError(
+                    f"proxy node id {me.node_id} is held by another live proxy node; set proxy.node.id"
+                ) from None
+            raise
+        self._session = self._joined_with = session
+        log.info("proxy node %d joined the group %s", me.node_id, PROXIES_GROUP)
 
     @property
     def joined(self) -> bool:
@@ -101,13 +124,16 @@ class ProxyMembership:
             assert session is not None
             await wait_until_lost(session)
             log.error("proxy node %d lost its coordination session; joining again", self.nodes.me.node_id)
-            while True:
-                try:
-                    await self._join()
-                    break
-                except CoordinationError as exc:
-                    log.warning("joining again failed (%s); retrying", exc)
-                    await asyncio.sleep(REJOIN_BACKOFF_S)
+            await self._join_until_joined("joining again")
+
+    async def _join_until_joined(self, what: str) -> None:
+        while True:
+            try:
+                await self._join()
+                return
+            except CoordinationError as exc:
+                log.warning("%s failed (%s); retrying", what, exc)
+                await asyncio.sleep(REJOIN_BACKOFF_S)
 
     async def stop(self) -> None:
         """Leave the group: the others drop this node at once."""

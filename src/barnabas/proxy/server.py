@@ -8,8 +8,13 @@ servers before it listens, so the first client already gets a complete answer; a
 cannot be reached stops the proxy with a one-line reason. The admin endpoint (``admin.listeners``)
 starts once the listener is bound, live at once and ready once the node serves (``admin_endpoint``).
 Stopping (SIGTERM) fails readiness first, closes the listener, lets every client connection finish
-the requests it has sent (at most ``proxy.drain.timeout.ms``), then closes them and the broker
-connections.
+the requests it has sent and end its stream (at most ``proxy.drain.timeout.ms``, ``session``), then
+closes what is left and the broker connections.
+
+A hot restart (``hot_restart``) hands every listening socket to a new process, which starts on them
+(``start(handed)``) and joins the group ``proxies`` only once this one has left it; this one then stops
+accepting (``stop_accepting``: it closes its own copies of the sockets, which stay open in the new
+process) and stops as on SIGTERM.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 from barnabas.client import BrokerConnectionError
 from barnabas.config import ConfigError, ProxyConfig, hostname_ordinal
@@ -29,6 +34,7 @@ from barnabas.security.tls_accept import TlsHandshake
 
 from .admin_endpoint import ProxyAdmin
 from .cluster_view import ClusterView, NoBrokerError
+from .hot_restart import Listening, listener_value
 from .links import BrokerLinks
 from .membership import ProxyMembership
 from .nodes import ProxyNode, ProxyNodes, parse_node_address
@@ -38,7 +44,7 @@ from .security import proxy_security
 from .session import ClientSession
 from .store_follower import StoreFollower
 
-__all__ = ["Proxy"]
+__all__ = ["ADMIN_LISTENERS", "CLIENT_LISTENERS", "Proxy"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +53,9 @@ PROBES_TO_FAIL = 2
 #: Bytes of handed-back request buffers the proxy keeps for its connections' next large requests: about
 #: fifty 1 MiB produce batches in flight at once without a fresh, zero-filled buffer for any of them.
 REQUEST_BUFFER_POOL_BYTES = 64 * 1024 * 1024
+#: The settings naming the listening sockets a hot restart hands over.
+CLIENT_LISTENERS = "listeners"
+ADMIN_LISTENERS = "admin.listeners"
 
 
 class Proxy:
@@ -70,27 +79,54 @@ class Proxy:
         self.sessions: set[ClientSession] = set()
         #: Large request buffers the client connections hand back, for any connection's next one.
         self._request_buffers = BufferPool(REQUEST_BUFFER_POOL_BYTES)
-        self._server: asyncio.Server | None = None
+        #: One server per listening socket of the client listener (host '' may bind IPv4 and IPv6).
+        self._servers: list[asyncio.Server] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         #: The admin endpoint (``admin.listeners``), told its bound port through ``on_admin_listening``.
         self._admin = ProxyAdmin(config, self) if config.admin_listener is not None else None
         self._on_admin_listening = on_admin_listening
 
-    async def start(self) -> tuple[str, int]:
+    async def start(self, handed: Mapping[str, Sequence[socket.socket]] | None = None) -> tuple[str, int]:
         """Read the cluster and start listening; the advertised (host, port).
+
+        Args:
+            handed: listening sockets a hot restart handed over, by the setting naming them (``listener_settings``):
+                served instead of binding; the group ``proxies`` is then joined only by ``join_group_later``.
 
         Raises:
             ConfigError: the cluster cannot be reached, or a setting is unusable.
             OSError: the listener cannot be bound.
         """
         try:
-            return await self._start()
+            return await self._start(handed)
         except BaseException:
             await self._release()
             raise
 
-    async def _start(self) -> tuple[str, int]:
+    def listener_settings(self) -> dict[str, str]:
+        """Every listener this node binds, by setting, as a hot restart compares them (the configured values)."""
+        listener = self.config.listener
+        settings = {CLIENT_LISTENERS: listener_value(listener.name, listener.host, listener.port)}
+        admin = self.config.admin_listener
+        if admin is not None:
+            settings[ADMIN_LISTENERS] = listener_value("http", admin.host, admin.port)
+        return settings
+
+    def listening(self) -> list[Listening]:
+        """Every socket this node listens on, to hand to a new process: the client listener's, the admin endpoint's."""
+        settings = self.listener_settings()
+        listening = [
+            Listening(CLIENT_LISTENERS, settings[CLIENT_LISTENERS], sock.fileno())
+            for server in self._servers
+            for sock in server.sockets
+        ]
+        if self._admin is not None:
+            admin_fd = self._admin.listening_socket.fileno()
+            listening.append(Listening(ADMIN_LISTENERS, settings[ADMIN_LISTENERS], admin_fd))
+        return listening
+
+    async def _start(self, handed: Mapping[str, Sequence[socket.socket]] | None) -> tuple[str, int]:
         config = self.config
         try:
             await self.view.refresh()
@@ -102,27 +138,20 @@ class Proxy:
         await self._check_acting_for()
         listener = config.listener
         loop = asyncio.get_running_loop()
-        context = self.security.listener.context
-        self._server = await loop.create_server(
-            # On TLS a handshake of its own first, so that a failed one is logged (security/tls_accept.py).
-            self._new_session if context is None else lambda: TlsHandshake(context, listener.name, self._new_session),
-            host=listener.host or None,
-            port=listener.port,
-            reuse_address=True,
-            start_serving=False,
-            backlog=int(self.config["socket.listen.backlog.size"]),
-        )
-        bound_port = int(self._server.sockets[0].getsockname()[1])
-        self._start_admin()
+        await self._listen(handed)
+        bound_port = self.bound_port
+        admin_sockets = handed.get(ADMIN_LISTENERS) if handed is not None else None
+        self._start_admin(admin_sockets[0] if admin_sockets else None)
         host, port = self._advertised(bound_port)
-        self.nodes = await self._find_nodes(host, port)
+        self.nodes = await self._find_nodes(host, port, join=handed is None)
         self.router = Router(
             self.view, self.links, self.nodes, config["broker.rack"], int(config["request.timeout.ms"]) / 1000
         )
         self.router.learn_versions(versions)
         if self.security.listener.sasl is not None:
             self.router.advertised.update(SASL_VERSIONS)  # answered by each connection's SASL gate
-        await self._server.start_serving()
+        for server in self._servers:
+            await server.start_serving()
         self._tasks = [loop.create_task(self._refresh_forever(), name="proxy metadata refresh")]
         if self.membership is None:
             self._tasks.append(loop.create_task(self._probe_peers_forever(), name="proxy peer probes"))
@@ -133,6 +162,30 @@ class Proxy:
             self.view.cluster_id, len(self.nodes.nodes),
         )  # fmt: skip
         return host, port
+
+    async def _listen(self, handed: Mapping[str, Sequence[socket.socket]] | None) -> None:
+        """Bind the client listener, or take the sockets handed over for it; not serving yet."""
+        listener = self.config.listener
+        loop = asyncio.get_running_loop()
+        context = self.security.listener.context
+
+        def new_connection() -> asyncio.BaseProtocol:
+            if context is None:
+                return self._new_session()
+            # On TLS a handshake of its own first, so that a failed one is logged (security/tls_accept.py).
+            return TlsHandshake(context, listener.name, self._new_session)
+
+        backlog = int(self.config["socket.listen.backlog.size"])
+        if handed is None:
+            server = await loop.create_server(
+                new_connection, host=listener.host or None, port=listener.port, reuse_address=True,
+                start_serving=False, backlog=backlog,
+            )  # fmt: skip
+            self._servers = [server]
+            return
+        for sock in handed.get(CLIENT_LISTENERS, ()):
+            server = await loop.create_server(new_connection, sock=sock, start_serving=False, backlog=backlog)
+            self._servers.append(server)
 
     async def _check_acting_for(self) -> None:
         """Log in once acting for another principal: brokers that would refuse every client's connection stop
@@ -162,15 +215,17 @@ class Proxy:
     @property
     def bound_port(self) -> int:
         """The port the listener is bound to (the one picked when the listener says port 0)."""
-        if self._server is None or not self._server.sockets:
+        sockets = [sock for server in self._servers for sock in server.sockets]
+        if not sockets:
             raise RuntimeError("the proxy is not listening")
-        return int(self._server.sockets[0].getsockname()[1])
+        return int(sockets[0].getsockname()[1])
 
-    def _start_admin(self) -> None:
-        """Serve /healthz, /readyz and /metrics (if ``admin.listeners`` asks), ready once the node serves."""
+    def _start_admin(self, sock: socket.socket | None) -> None:
+        """Serve /healthz, /readyz and /metrics (if ``admin.listeners`` asks; on ``sock`` if handed over), ready
+        once the node serves."""
         if self._admin is None:
             return
-        port = self._admin.start()
+        port = self._admin.start(sock)
         listener = self.config.admin_listener
         log.info("proxy admin endpoint on http://%s:%d", listener.host if listener and listener.host else "*", port)
         if self._on_admin_listening is not None:
@@ -183,8 +238,9 @@ class Proxy:
             raise RuntimeError("the proxy has no admin endpoint")
         return self._admin.port
 
-    async def _find_nodes(self, host: str, port: int) -> ProxyNodes:
-        """The proxy nodes: the static ``proxy.peers``, or the coordination group ``proxies`` joined now."""
+    async def _find_nodes(self, host: str, port: int, *, join: bool) -> ProxyNodes:
+        """The proxy nodes: the static ``proxy.peers``, or the coordination group ``proxies`` (joined now if ``join``,
+        else followed, and joined by ``join_group_later``)."""
         config = self.config
         rack = config["broker.rack"]
         url = config["coordination.url"]
@@ -204,7 +260,7 @@ class Proxy:
         try:
             self._storage = await open_storage(url)
             self.membership = ProxyMembership(self._storage, nodes, int(config["proxy.session.timeout.ms"]) / 1000)
-            await self.membership.start()
+            await self.membership.start(join=join)
             scram = any(m.startswith("SCRAM-") for m in config.sasl_mechanisms)
             self.follower = StoreFollower(self._storage, self.view, credentials=scram)
             await self.follower.start()
@@ -260,19 +316,37 @@ class Proxy:
                 log.info("proxy nodes up: %s", ", ".join(str(n.node_id) for n in nodes.up()))
             await asyncio.sleep(interval_s)
 
+    def join_group_later(self) -> None:
+        """After a hot restart: join the group ``proxies`` once the process taken over from has left it."""
+        if self.membership is not None:
+            self.membership.join_later()
+
+    async def stop_accepting(self) -> None:
+        """A new process serves the listening sockets now: close this one's copies of them (the sockets stay open,
+        so no connection is refused), stop the admin endpoint, and leave the group ``proxies``."""
+        for server in self._servers:
+            server.close()
+        if self._admin is not None:
+            self._admin.shutting_down()
+            await self._admin.stop()
+        if self.membership is not None:
+            await self.membership.stop()
+            self.membership = None
+
     async def stop(self) -> None:
-        """Stop listening, let clients' requests in flight finish (bounded), close everything."""
+        """Stop listening, let clients' requests in flight finish and their connections end (bounded), close
+        everything."""
         if self._admin is not None:
             self._admin.shutting_down()  # /readyz fails from now on
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for session in list(self.sessions):
             session.stop_reading()
         drain_s = int(self.config["proxy.drain.timeout.ms"]) / 1000
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(drain_s):
                 for session in list(self.sessions):
-                    await session.idle.wait()
+                    await session.closed.wait()
         for session in list(self.sessions):
             session.abort()
         await self._release()
@@ -300,11 +374,11 @@ class Proxy:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(5):
-                    await self._server.wait_closed()
+                    await server.wait_closed()
         await self.links.close()
 
 

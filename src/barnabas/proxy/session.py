@@ -14,6 +14,12 @@ The connection's principal is what a broker's listener would make of it: on a SA
 user it logs in as (``sasl_gate``: nothing but ApiVersions and the login is served before), with a
 verified client certificate its mapped name, else ``User:ANONYMOUS``. Its broker connections act
 for that principal once it is known.
+
+When the proxy stops (``stop_reading``), the connection answers what it has read, then ends its
+stream (``write_eof``) and drops whatever the client still sends until the client closes. Closing
+with bytes unread would send a reset, and a reset can make the client's kernel throw away answers
+it has received but the client has not read yet. A TLS connection cannot half-close: it closes once
+its answers are written.
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ from .turns import TurnChain
 __all__ = ["ClientSession"]
 
 log = logging.getLogger(__name__)
+
+#: Where a stopping connection reads the bytes it drops.
+DISCARD_BUFFER_BYTES = 64 * 1024
 
 
 class ClientSession(asyncio.BufferedProtocol):
@@ -74,8 +83,14 @@ class ClientSession(asyncio.BufferedProtocol):
         #: No more requests will be read (end of stream, a broken frame, the proxy stopping).
         self._ending = False
         self._closing = False
+        #: The proxy is stopping: once answered, end the stream rather than close (see the module's rules).
+        self._stopping = False
+        #: The stream is ended: what the client still sends lands here, unread, until it closes.
+        self._discard: memoryview | None = None
         self.idle = asyncio.Event()
         self.idle.set()
+        #: Set once the connection is gone.
+        self.closed = asyncio.Event()
 
     # -- asyncio callbacks ---------------------------------------------------------------------
 
@@ -100,13 +115,19 @@ class ClientSession(asyncio.BufferedProtocol):
         self._router.links.act_for(principal.name)
 
     def get_buffer(self, sizehint: int) -> memoryview:
+        if self._discard is not None:
+            return self._discard
         return self._frames.get_buffer()  # the socket's bytes land in the frame reader, uncopied
 
     def buffer_updated(self, nbytes: int) -> None:
+        if self._discard is not None:
+            return
         self._frames.buffer_updated(nbytes)
         self._read_frames()
 
     def eof_received(self) -> bool:
+        if self._discard is not None:
+            return False  # the client has closed its side too: the transport closes
         self._frames.receive_data(b"")
         self._read_frames()
         return True  # keep our side open until the answers due are written
@@ -121,6 +142,7 @@ class ClientSession(asyncio.BufferedProtocol):
         self._router.links.close_nowait()
         self._sessions.discard(self)
         self.idle.set()
+        self.closed.set()
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -221,7 +243,7 @@ class ClientSession(asyncio.BufferedProtocol):
         if not self._answers:
             self.idle.set()
             if self._ending:
-                self._close(None)
+                self._end()
 
     def _write(self, answer: Answer) -> None:
         if self._transport is None or answer is None:
@@ -239,7 +261,26 @@ class ClientSession(asyncio.BufferedProtocol):
             log.warning("client %s: %s; closing the connection", self._peer, reason)
         self._ending = True
         if not self._answers:
+            self._end()
+
+    def _end(self) -> None:
+        """Every answer due is written: close, or, while the proxy stops, end the stream and drop what comes."""
+        transport = self._transport
+        if (
+            not self._stopping
+            or transport is None
+            or self._closing
+            or self._frames.ended  # the client has ended its side already: nothing more to drop
+            or not transport.can_write_eof()
+        ):
             self._close(None)
+            return
+        self._closing = True
+        self._discard = memoryview(bytearray(DISCARD_BUFFER_BYTES))
+        transport.write_eof()
+        if self._reading_paused:
+            self._reading_paused = False
+            transport.resume_reading()
 
     def _close(self, reason: str | None) -> None:
         if reason is not None:
@@ -249,7 +290,8 @@ class ClientSession(asyncio.BufferedProtocol):
             self._transport.close()
 
     def stop_reading(self) -> None:
-        """The proxy is stopping: read no more requests; answer those already read, then close."""
+        """The proxy is stopping: read no more requests; answer those already read, then end the stream."""
+        self._stopping = True
         if self._transport is not None and not self._reading_paused:
             self._reading_paused = True
             self._transport.pause_reading()

@@ -3,6 +3,9 @@
 Proxy nodes must know each other's addresses before any starts (they are each other's
 ``--peers``), so a :class:`ProxySet` picks every node's port first; each node is ready once it
 has written its port file, which it does when it serves.
+
+A node started with ``hot_restart=True`` serves hot restarts on a socket in its directory, and
+``ProxyNode.hot_restart`` replaces its process with a new one that takes the listening sockets over.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .process import ManagedServer, ServerProcess, admin_port_of, free_ports, port_file_written
+from .process import ManagedServer, ServerProcess, ServerStartError, admin_port_of, free_ports, port_file_written
 
 __all__ = ["ProxyNode", "ProxySet"]
 
@@ -27,6 +30,7 @@ class ProxyNode(ManagedServer):
         peers: every proxy node's HOST:PORT[@RACK], this one included.
         rack: ``broker.rack`` of this node.
         properties: more proxy settings by their names.
+        hot_restart: serve hot restarts (``proxy.hot.restart.socket`` in ``directory``), for :meth:`hot_restart`.
     """
 
     def __init__(
@@ -40,6 +44,7 @@ class ProxyNode(ManagedServer):
         properties: Mapping[str, str] | None = None,
         host: str = "127.0.0.1",
         start_timeout_s: float = 60.0,
+        hot_restart: bool = False,
     ) -> None:
         self.directory = Path(directory)
         self.bootstrap_servers = bootstrap
@@ -53,6 +58,8 @@ class ProxyNode(ManagedServer):
         #: Where the node writes its admin endpoint's port (``admin.listeners``), before its Kafka port.
         self.admin_port_file = files.with_suffix(".admin-port")
         self.properties_file = files.with_suffix(".properties")
+        if hot_restart:
+            self.properties.setdefault("proxy.hot.restart.socket", str(files.with_suffix(".sock")))
         self.process = ServerProcess(
             f"proxy {host}:{port}",
             [],
@@ -87,6 +94,26 @@ class ProxyNode(ManagedServer):
         self.admin_port_file.unlink(missing_ok=True)
         self.process.command = self.command()
         self.process.launch()
+
+    def hot_restart(self, timeout_s: float = 60.0) -> ServerProcess:
+        """Start a new process with ``--takeover``; wait until it serves and the old one has drained and exited.
+
+        The new process logs to the same file. Returns the old process (its exit code, its log).
+
+        Raises:
+            ServerStartError: the new process did not start (the old one serves on), or the old one did not exit.
+        """
+        old = self.process
+        new = ServerProcess(
+            old.name, [*self.command(), "--takeover"], log_path=old.log_path, ready=old.ready, env=old.env,
+            start_timeout_s=old.start_timeout_s,
+        )  # fmt: skip
+        self.port_file.unlink(missing_ok=True)  # the new process writes it once it has taken over
+        new.start()
+        self.process = new
+        if old.wait_exit(timeout_s) is None:
+            raise ServerStartError(f"{old.name}: pid {old.pid} still runs {timeout_s:g} s after a hot restart")
+        return old
 
     @property
     def admin_port(self) -> int:
