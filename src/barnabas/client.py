@@ -42,7 +42,7 @@ import enum
 import logging
 import ssl
 import struct
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Protocol, cast
@@ -58,7 +58,7 @@ from barnabas.protocol import (
     response_correlation_id,
 )
 
-__all__ = ["DEFAULT_MAX_RESPONSE_SIZE", "BrokerConnectionError", "KafkaClient", "SaslClientMechanism"]
+__all__ = ["DEFAULT_MAX_RESPONSE_SIZE", "BrokerConnectionError", "KafkaClient", "RequestFrame", "SaslClientMechanism"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,9 @@ _SASL_AUTHENTICATE, _SASL_AUTHENTICATE_VERSION = 36, 2
 _CORRELATION_LIMIT = 1 << 31  # correlation ids are int32 and wrap to 0
 _INT32 = struct.Struct(">i")
 _REQUEST_START = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+
+#: A request frame without its size prefix: one buffer, or buffers to write in order (records as views).
+RequestFrame = bytes | memoryview | Sequence[bytes | memoryview]
 
 
 class BrokerConnectionError(ConnectionError):
@@ -328,13 +331,15 @@ class KafkaClient:
         return response
 
     async def relay(
-        self, frame: bytes | memoryview, *, expect_response: bool = True, timeout_s: float | None = None
+        self, frame: RequestFrame, *, expect_response: bool = True, timeout_s: float | None = None
     ) -> bytes | memoryview | None:
         """Send a request encoded elsewhere under this connection's next correlation id; its response undecoded.
 
         Args:
             frame: a whole request frame without its size prefix (header and body, as a
-                ``FrameReader`` returns it); its correlation id is replaced, nothing is copied.
+                ``FrameReader`` returns it), or buffers whose concatenation is one, the first
+                holding at least the api key, version and correlation id; its correlation id is
+                replaced, nothing is copied.
             expect_response: False for a request the broker does not answer (Produce with acks=0).
             timeout_s: as for :meth:`request`.
 
@@ -349,14 +354,16 @@ class KafkaClient:
         return await self.relay_nowait(frame, expect_response=expect_response, timeout_s=timeout_s)
 
     def relay_nowait(
-        self, frame: bytes | memoryview, *, expect_response: bool = True, timeout_s: float | None = None
+        self, frame: RequestFrame, *, expect_response: bool = True, timeout_s: float | None = None
     ) -> Awaitable[bytes | memoryview | None]:
         """Write the frame now (as :meth:`request_nowait`); await the result for :meth:`relay`'s."""
         self._raise_if_closed()
-        api_key, api_version, _ = _REQUEST_START.unpack_from(frame, 0)
+        chunks = (frame,) if isinstance(frame, bytes | bytearray | memoryview) else tuple(frame)
+        view = memoryview(chunks[0])
+        api_key, api_version, _ = _REQUEST_START.unpack_from(view, 0)
         correlation_id = self._next_correlation_id
-        view = memoryview(frame)
-        parts = (_INT32.pack(len(frame)), view[:4], _INT32.pack(correlation_id), view[8:])
+        size = sum(len(chunk) for chunk in chunks)
+        parts = (_INT32.pack(size), view[:4], _INT32.pack(correlation_id), view[8:], *chunks[1:])
         entry = self._send(api_key, api_version, correlation_id, parts, expect_response=expect_response, raw=True)
         if not expect_response:
             return _nothing()

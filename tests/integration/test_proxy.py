@@ -26,11 +26,12 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.metadata.v12.request import MetadataRequest
 
+from barnabas.protocol import build_record_batch, decode_batch_records, make, request_class
 from barnabas.testing import BrokerCluster, ProxySet
 from tests.interop.common import problems_in
 from tests.support.interop_tools import JAVA_DIR, JAVA_TOOLS, NODE_DIR, REPO, build_tools, java_command
 from tests.support.raw_client import RawKafkaClient, frame, request_header
-from tests.support.requests import FETCH, METADATA, timeout_ms
+from tests.support.requests import FETCH, METADATA, PRODUCE, timeout_ms
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -241,6 +242,81 @@ def test_admin_apis_through_the_proxy(cluster: BrokerCluster, proxies: ProxySet)
     cluster.wait_for(lambda md: len(md.topics[name].partitions) == 6, "the partitions are added")
     admin.delete_topics([name])[name].result(TIMEOUT)
     cluster.wait_for(lambda md: name not in md.topics, "the topic is deleted")
+
+
+def _produce_all(version: int, topic: str, order: list[int], acks: int, tag: str) -> tuple[Any, dict[int, bytes]]:
+    """A Produce of one ~2 KiB batch to each partition in ``order`` (its records views in the proxy's split)."""
+    values = {p: f"{tag}-{p}-".encode() * 200 for p in order}
+    now = int(time.time() * 1000)  # an old timestamp would have retention delete the records at once
+    partition_cls = request_class(PRODUCE, version, "PartitionProduceData")
+    body = make(
+        request_class(PRODUCE, version),
+        transactional_id=None,
+        acks=acks,
+        timeout=timeout_ms(10_000),
+        topic_data=(
+            make(
+                request_class(PRODUCE, version, "TopicProduceData"),
+                name=topic,
+                partition_data=tuple(
+                    make(partition_cls, index=p, records=build_record_batch([(None, values[p])], base_timestamp_ms=now))
+                    for p in order
+                ),
+            ),
+        ),
+    )
+    return body, values
+
+
+def _fetch_all(client: RawKafkaClient, version: int, topic: str, order: list[int]) -> dict[int, list[bytes]]:
+    """Every record value of each partition from offset 0, one Fetch split across the leaders."""
+    partition_cls = request_class(FETCH, version, "FetchPartition")
+    request = make(
+        request_class(FETCH, version),
+        replica_id=-1, max_wait=timeout_ms(0), min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+        session_epoch=-1, forgotten_topics_data=(), rack_id="",
+        topics=(make(request_class(FETCH, version, "FetchTopic"), topic=topic, partitions=tuple(
+            make(partition_cls, partition=p, fetch_offset=0, current_leader_epoch=-1, log_start_offset=-1,
+                 partition_max_bytes=1 << 16)
+            for p in order
+        )),),
+    )  # fmt: skip
+    (answer,) = client.request(FETCH, version, request).responses
+    assert [p.partition_index for p in answer.partitions] == order, "partitions in the request's order"
+    assert {p.error_code for p in answer.partitions} == {0}, [
+        (p.partition_index, p.error_code, p.high_watermark, p.log_start_offset) for p in answer.partitions
+    ]
+    fetched: dict[int, list[bytes]] = {}
+    for p in answer.partitions:
+        view, values = memoryview(p.records or b""), []
+        while view:
+            values += [bytes(r.value or b"") for r in decode_batch_records(view)]
+            view = view[int.from_bytes(view[8:12], "big") + 12 :]
+        fetched[p.partition_index] = values
+    return fetched
+
+
+@pytest.mark.parametrize(("produce_version", "fetch_version"), [(3, 4), (8, 11), (11, 12)])
+def test_a_request_spanning_every_leader_is_split_and_merged(
+    cluster: BrokerCluster, proxies: ProxySet, produce_version: int, fetch_version: int
+) -> None:
+    topic = new_topic(cluster, "split")
+    assert len({cluster.leader_of(topic, p) for p in range(PARTITIONS)}) > 1, "leaders on several brokers"
+    order = [4, 1, 5, 0, 3, 2]
+    node = proxies.nodes[0]
+    with RawKafkaClient.connect(node.host, node.port) as client:
+        body, first = _produce_all(produce_version, topic, order, -1, "acked")
+        (answer,) = client.request(PRODUCE, produce_version, body).responses
+        assert [(p.index, p.error_code, p.base_offset) for p in answer.partition_responses] == [
+            (p, 0, 0) for p in order
+        ]
+        body, second = _produce_all(produce_version, topic, order, 0, "unacked")
+        client.send_request(PRODUCE, produce_version, body)  # acks=0: no answer comes
+        expected = {p: [first[p], second[p]] for p in order}
+        deadline = time.monotonic() + TIMEOUT
+        while (fetched := _fetch_all(client, fetch_version, topic, order)) != expected:
+            assert time.monotonic() < deadline, f"fetched {fetched}"
+            time.sleep(0.05)  # polling until the acks=0 records are in
 
 
 # -- failures ------------------------------------------------------------------------------------

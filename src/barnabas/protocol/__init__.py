@@ -25,6 +25,13 @@ from ._errors import (
     UnsupportedApiError,
 )
 from ._fetch_response import FetchPartitionResult, encode_fetch_response
+from ._fetch_response_entries import (
+    FetchEntry,
+    FetchResponseEntries,
+    encode_fetch_response_entries,
+    fetch_error_entry,
+    find_fetch_entries,
+)
 from ._fetch_response_scan import fetch_response_names_nodes
 from ._framing import LARGE_FRAME, NEED_DATA, BufferPool, FrameReader, NeedData
 from ._metadata_response import (
@@ -35,6 +42,7 @@ from ._metadata_response import (
     encode_metadata_topic,
 )
 from ._produce_request import ProducePartitionData, ProduceRequestData, ProduceTopicData
+from ._produce_request_parts import encode_produce_request_parts
 from ._produce_response import ProducePartitionResult, encode_produce_response
 from ._record_batch import (
     BATCH_HEADER_SIZE,
@@ -80,7 +88,9 @@ __all__ = [
     "Compression",
     "CorruptRecordError",
     "ErrorCode",
+    "FetchEntry",
     "FetchPartitionResult",
+    "FetchResponseEntries",
     "FrameReader",
     "FrameTooLargeError",
     "InvalidRecordError",
@@ -112,12 +122,16 @@ __all__ = [
     "decode_response",
     "encode_api_versions_error",
     "encode_fetch_response",
+    "encode_fetch_response_entries",
     "encode_metadata_response",
     "encode_metadata_topic",
+    "encode_produce_request_parts",
     "encode_produce_response",
     "encode_request",
     "encode_response",
+    "fetch_error_entry",
     "fetch_response_names_nodes",
+    "find_fetch_entries",
     "frame_with_header",
     "iter_batch_headers",
     "make",

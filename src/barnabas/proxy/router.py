@@ -5,7 +5,9 @@ the broker connection's correlation id and the broker's answer goes back under t
 no decoding (Kroxylicious' "decode predicate"; shotover decodes more). Only what must be looked
 into is decoded: the group id of a group request, the partitions of a partitioned one that spans
 several leaders, and the answers that carry node ids (Metadata, FindCoordinator, DescribeCluster,
-Produce and Fetch from the versions with KIP-951 fields).
+Produce and Fetch from the versions with KIP-951 fields). Record sets are never copied: a split
+Produce's parts carry views of the client's frame, and the answers to a split Fetch are merged as
+slices of the brokers' frames unless one names a node.
 
 A broker that cannot be reached, or answers that it no longer leads, makes the proxy read the
 cluster's metadata again; the client gets the retriable error Kafka would give
@@ -22,19 +24,21 @@ import struct
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from kio.static.primitive import i32Timedelta
-
-from barnabas.client import BrokerConnectionError, KafkaClient
+from barnabas.client import BrokerConnectionError, KafkaClient, RequestFrame
 from barnabas.protocol import (
     ErrorCode,
+    FetchResponseEntries,
     ProduceRequestData,
+    RemoteProtocolError,
     Request,
     decode_request,
     decode_response,
     encode_api_versions_error,
+    encode_produce_request_parts,
     encode_request,
     encode_response,
     fetch_response_names_nodes,
+    find_fetch_entries,
     make,
     peek_header,
     request_class,
@@ -42,6 +46,7 @@ from barnabas.protocol import (
 )
 
 from .cluster_view import BrokerAddress, ClusterView, NoBrokerError
+from .fetch_merge import merge_fetch_entries
 from .links import BrokerLinks
 from .nodes import ProxyNodes
 from .rewrite import (
@@ -214,25 +219,43 @@ class Router:
 
     async def _exchange_all(self, turn: Turn, calls: Sequence[tuple[BrokerAddress, int, int, Any]]) -> list[Any]:
         """kio requests to several brokers, all written in ``turn``; each response, or its BrokerConnectionError."""
+        return await self._write_all(
+            turn,
+            [
+                (broker, _requester(api_key, version, body, self._timeout_of(api_key, body)))
+                for broker, api_key, version, body in calls
+            ],
+        )
+
+    async def _relay_all(
+        self, turn: Turn, calls: Sequence[tuple[BrokerAddress, RequestFrame]], *, expect: bool, timeout_s: float
+    ) -> list[Any]:
+        """Frames to several brokers, all written in ``turn``: each answer undecoded (None when ``expect`` is
+        False), or its BrokerConnectionError."""
+        return await self._write_all(turn, [(broker, _relayer(frame, expect, timeout_s)) for broker, frame in calls])
+
+    async def _write_all(
+        self, turn: Turn, calls: Sequence[tuple[BrokerAddress, Callable[[KafkaClient], Awaitable[Any]]]]
+    ) -> list[Any]:
+        """``write(client)`` for each broker's client, all in ``turn``; each result, or its BrokerConnectionError."""
         clients: list[KafkaClient | BrokerConnectionError] = []
-        for broker, *_ in calls:
+        for broker, _ in calls:
             try:
                 clients.append(await self.links.get(broker.address))
             except BrokerConnectionError as exc:
                 clients.append(exc)
         await turn.wait()
         pending: list[Awaitable[Any]] = []
-        for client, (_, api_key, version, body) in zip(clients, calls, strict=True):
+        for client, (_, write) in zip(clients, calls, strict=True):
             try:
                 if isinstance(client, BrokerConnectionError):
                     raise client
-                timeout_s = self._timeout_of(api_key, body)
-                pending.append(client.request_nowait(api_key, version, body, timeout_s=timeout_s))
+                pending.append(write(client))
             except BrokerConnectionError as exc:
                 pending.append(_failed(exc))
         turn.end()
         results = list(await asyncio.gather(*pending, return_exceptions=True))
-        for (broker, *_), result in zip(calls, results, strict=True):
+        for (broker, _), result in zip(calls, results, strict=True):
             if isinstance(result, BrokerConnectionError):
                 self._broker_failed(broker)
             elif isinstance(result, BaseException):
@@ -468,36 +491,84 @@ class Router:
         placement = await self._place_all(body, spec)
         leaders = {b.broker_id: b for b in placement.values() if b is not None}
         acks = body.acks if isinstance(body, ProduceRequestData) else None
+        timeout_s = self._timeout_of(api_key, body)
         if len(leaders) == 1 and None not in placement.values():
             (broker,) = leaders.values()
-            return await self._relay_whole(
-                turn, broker, frame, correlation_id, expect=acks != 0, timeout_s=self._timeout_of(api_key, body)
-            )
-        entity = _as_entity(body, version) if isinstance(body, ProduceRequestData) else body
-        requests, unplaced = split(spec, entity, lambda topic, index: _broker_id(placement.get((topic, index))))
+            return await self._relay_whole(turn, broker, frame, correlation_id, expect=acks != 0, timeout_s=timeout_s)
+        requests, unplaced = split(spec, body, lambda topic, index: _broker_id(placement.get((topic, index))))
         failed = dict.fromkeys(unplaced, ErrorCode.not_leader_or_follower)
-        calls = [(leaders[broker_id], api_key, version, sub) for broker_id, sub in requests.items()]
+        calls = [
+            (leaders[broker_id], sub, _sub_frame(api_key, version, request.header.client_id, sub))
+            for broker_id, sub in requests.items()
+        ]
+        results = await self._relay_all(
+            turn, [(broker, sub_frame) for broker, _, sub_frame in calls], expect=acks != 0, timeout_s=timeout_s
+        )
         if acks == 0:
-            await self._send_only(turn, request, calls)
             return None
-        answers = []
-        for (_, _, _, sub), result in zip(calls, await self._exchange_all(turn, calls), strict=True):
+        answered = []
+        for (broker, sub, _), result in zip(calls, results, strict=True):
             if isinstance(result, BaseException):
-                for topic in getattr(sub, spec.topics):
-                    for p in getattr(topic, spec.partitions):
-                        failed[(getattr(topic, spec.topic), int(getattr(p, spec.index)))] = (
-                            ErrorCode.not_leader_or_follower
-                        )
-                continue
-            answers.append(result)
-            if _has_stale_partition(spec.response_topics, spec.response_partitions, result):
-                self._refresh_soon()
-        merged = merge(spec, version, entity, answers, failed)
+                _fail_all(spec, sub, failed)
+            else:
+                answered.append((broker, sub, result))
+        if len(answered) == len(calls):
+            self.done_with_frame(frame)  # every broker read its part whole, and nothing below reads the records
+        if api_key == FETCH:
+            spliced = self._spliced_fetch(version, correlation_id, body, answered, failed)
+            if spliced is not None:
+                return spliced
+        answers = self._decoded(spec, version, answered, failed)
+        merged = merge(spec, version, body, answers, failed)
         if api_key == PRODUCE:
             merged = rewrite_produce(merged, version, self.view, self.nodes)
         elif api_key == FETCH:
             merged = rewrite_fetch(merged, version, self.view, self.nodes, lambda topic: topic.topic)
         return encode_response(correlation_id, merged)
+
+    def _spliced_fetch(
+        self,
+        version: int,
+        correlation_id: int,
+        body: Any,
+        answered: Sequence[tuple[BrokerAddress, Any, bytes | memoryview]],
+        failed: Mapping[tuple[Any, int], ErrorCode],
+    ) -> Answer:
+        """The brokers' Fetch answers merged as bytes, records uncopied; None when one must be decoded (it
+        names a node, carries a tagged field, or does not walk)."""
+        found: list[tuple[bytes | memoryview, FetchResponseEntries]] = []
+        for _, _, payload in answered:
+            entries = find_fetch_entries(payload, version)
+            if entries is None:
+                return None
+            found.append((payload, entries))
+        if any(e.error_code in _STALE for _, entries in found for _, topic in entries.topics for e in topic):
+            self._refresh_soon()
+        return merge_fetch_entries(version, correlation_id, body, found, failed)
+
+    def _decoded(
+        self,
+        spec: Partitioned,
+        version: int,
+        answered: Sequence[tuple[BrokerAddress, Any, bytes | memoryview]],
+        failed: dict[tuple[Any, int], ErrorCode],
+    ) -> list[Any]:
+        """Each broker's answer decoded; one that does not decode fails its partitions and its connection."""
+        answers = []
+        for broker, sub, payload in answered:
+            try:
+                _, response = decode_response(spec.api_key, version, payload)
+            except RemoteProtocolError as exc:
+                log.warning(
+                    "broker %s answered %s that does not decode: %s", broker.address, api_name(spec.api_key), exc
+                )
+                self._broker_failed(broker)
+                _fail_all(spec, sub, failed)
+                continue
+            answers.append(response)
+            if _has_stale_partition(spec.response_topics, spec.response_partitions, response):
+                self._refresh_soon()
+        return answers
 
     @staticmethod
     def _sessionless(request: Request, version: int) -> tuple[Any, bytes]:
@@ -545,27 +616,7 @@ class Router:
         """Every partition of the request answered NOT_LEADER_OR_FOLLOWER: its leader is unreachable."""
         api_key, version, correlation_id = peek_header(frame)
         body = _decode(frame).body
-        entity = _as_entity(body, version) if isinstance(body, ProduceRequestData) else body
-        return encode_response(correlation_id, merge(PARTITIONED[api_key], version, entity, [], {}))
-
-    async def _send_only(
-        self, turn: Turn, request: Request, calls: Sequence[tuple[BrokerAddress, int, int, Any]]
-    ) -> None:
-        """acks=0: write each broker's part and expect nothing back."""
-        frames = []
-        for broker, api_key, version, sub in calls:
-            encoded = encode_request(api_key, version, 0, request.header.client_id, sub)
-            try:
-                frames.append((broker, await self.links.get(broker.address), memoryview(encoded)[4:]))
-            except BrokerConnectionError:
-                self._broker_failed(broker)
-        await turn.wait()
-        for broker, client, encoded_frame in frames:
-            try:
-                client.relay_nowait(encoded_frame, expect_response=False)
-            except BrokerConnectionError:
-                self._broker_failed(broker)
-        turn.end()
+        return encode_response(correlation_id, merge(PARTITIONED[api_key], version, body, [], {}))
 
     async def _place_all(self, body: Any, spec: Partitioned) -> dict[tuple[Any, int], BrokerAddress | None]:
         """Each (topic, partition) of the request and its leader (None: not known even after a refresh)."""
@@ -639,26 +690,29 @@ def _has_stale_partition(topics_field: str, partitions_field: str, response: Any
     return any(p.error_code in _STALE for t in getattr(response, topics_field) for p in getattr(t, partitions_field))
 
 
-def _as_entity(data: ProduceRequestData, version: int) -> Any:
-    """The proxy's Produce decoding (record views) as the kio entity of ``version`` (records copied)."""
-    cls = request_class(PRODUCE, version)
-    topic_cls = request_class(PRODUCE, version, "TopicProduceData")
-    partition_cls = request_class(PRODUCE, version, "PartitionProduceData")
-    return cls(
-        transactional_id=data.transactional_id,
-        acks=data.acks,
-        timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=data.timeout_ms)),
-        topic_data=tuple(
-            topic_cls(
-                name=t.name,
-                partition_data=tuple(
-                    partition_cls(index=p.index, records=None if p.records is None else bytes(p.records))
-                    for p in t.partition_data
-                ),
-            )
-            for t in data.topic_data
-        ),
-    )
+def _sub_frame(api_key: int, version: int, client_id: str | None, sub: Any) -> RequestFrame:
+    """A broker's part of a split request, under the client's client id (correlation id 0: the relay sets it).
+
+    A Produce's part is written around the client's record sets (views of its frame, uncopied).
+    """
+    if isinstance(sub, ProduceRequestData):
+        return encode_produce_request_parts(version, 0, client_id, sub)
+    return memoryview(encode_request(api_key, version, 0, client_id, sub))[4:]
+
+
+def _fail_all(spec: Partitioned, sub: Any, failed: dict[tuple[Any, int], ErrorCode]) -> None:
+    """Every partition of ``sub`` answered NOT_LEADER_OR_FOLLOWER: its broker failed."""
+    for topic in getattr(sub, spec.topics):
+        for partition in getattr(topic, spec.partitions):
+            failed[(getattr(topic, spec.topic), int(getattr(partition, spec.index)))] = ErrorCode.not_leader_or_follower
+
+
+def _requester(api_key: int, version: int, body: Any, timeout_s: float) -> Callable[[KafkaClient], Awaitable[Any]]:
+    return lambda client: client.request_nowait(api_key, version, body, timeout_s=timeout_s)
+
+
+def _relayer(frame: RequestFrame, expect: bool, timeout_s: float) -> Callable[[KafkaClient], Awaitable[Any]]:
+    return lambda client: client.relay_nowait(frame, expect_response=expect, timeout_s=timeout_s)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

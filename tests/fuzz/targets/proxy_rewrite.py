@@ -3,18 +3,26 @@
 Input: one byte picks the API (Produce, Fetch, Metadata, FindCoordinator, ListPartitionReassignments,
 DescribeCluster: every API whose answers the proxy rewrites), one byte the version among those the
 proxy understands, then the response frame as a broker sends it (after the size prefix). Each goes
-the proxy's way: ``fetch_response_names_nodes`` first for a Fetch (it never raises), then
+the proxy's way: ``fetch_response_names_nodes`` and ``find_fetch_entries`` first for a Fetch (they
+never raise), then
 ``decode_response`` (documented: RemoteProtocolError), ``ClusterView.apply`` for a Metadata answer,
 the API's ``rewrite_*``, and ``encode_response``. None of those after the decoder documents an
 error, so any is a finding; so is an answer that, re-read as the client reads it, still names a real
-broker, and a Fetch answer the scan let through that names a node.
+broker, a Fetch answer the scan or the splice walk let through that names a node, and entries the
+walk found that are not the partitions decoding finds.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from barnabas.protocol import RemoteProtocolError, decode_response, encode_response, fetch_response_names_nodes
+from barnabas.protocol import (
+    RemoteProtocolError,
+    decode_response,
+    encode_response,
+    fetch_response_names_nodes,
+    find_fetch_entries,
+)
 from barnabas.proxy.cluster_view import ClusterView
 from barnabas.proxy.links import BrokerLinks
 from barnabas.proxy.rewrite import (
@@ -90,12 +98,18 @@ def run(data: bytes) -> None:
     api_key = APIS[data[0] % len(APIS)]
     version, payload = pick_version(api_key, data[1]), data[2:]
     scanned_clean = api_key == FETCH and not fetch_response_names_nodes(payload, version)
+    entries = find_fetch_entries(payload, version) if api_key == FETCH else None
     decoded = attempt(lambda: decode_response(api_key, version, payload), RemoteProtocolError)
     if decoded is None:
         return
     correlation_id, response = decoded
     if scanned_clean:
         assert _names_no_node(response), "the Fetch scan let an answer naming a node through unrewritten"
+    if entries is not None:
+        assert _names_no_node(response), "the splice walk let an answer naming a node through unrewritten"
+        assert [(name, [e.partition_index for e in found]) for name, found in entries.topics] == [
+            (t.topic, [int(p.partition_index) for p in t.partitions]) for t in response.responses
+        ], "the splice walk found other partitions than decoding"
     encoded = encode_response(correlation_id, _rewrite(api_key, version, response))
     _, reread = decode_response(api_key, version, encoded[4:])
     named = _named_nodes(api_key, reread) - {-1}

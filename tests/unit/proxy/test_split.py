@@ -28,11 +28,10 @@ from barnabas.protocol import (
     request_class,
     response_class,
 )
-from barnabas.proxy.router import _as_entity
 from barnabas.proxy.routes import ROUTES, UNDERSTOOD
 from barnabas.proxy.split import PARTITIONED, merge, split
 
-from .wire import request_over_wire, response_over_wire
+from .wire import produce_entity, request_over_wire, response_over_wire
 
 PRODUCE, FETCH, LIST_OFFSETS, DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 21, 23
 NOT_LEADER = ErrorCode.not_leader_or_follower
@@ -167,7 +166,7 @@ def client_request(api: Api, version: int) -> Any:
 
 def as_proxy_sees(api: Api, version: int, body: Any) -> Any:
     """A decoded request as the proxy splits it (the Produce decoder's views become kio's entity)."""
-    return _as_entity(body, version) if isinstance(body, ProduceRequestData) else body
+    return produce_entity(body, version) if isinstance(body, ProduceRequestData) else body
 
 
 def over_wire(api: Api, version: int, body: Any) -> Any:

@@ -13,20 +13,24 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from kio.static.primitive import i32Timedelta
+
 from barnabas.protocol import (
     ErrorCode,
+    ProduceRequestData,
     decode_request,
     decode_response,
     encode_request,
     encode_response,
     make,
+    request_class,
     response_class,
 )
 from barnabas.proxy.cluster_view import ClusterView
 from barnabas.proxy.links import BrokerLinks
 from barnabas.proxy.nodes import ProxyNodes
 
-METADATA = 3
+PRODUCE, METADATA = 0, 3
 CLIENT_ID = "wire-test"
 
 
@@ -43,6 +47,30 @@ def request_over_wire(api_key: int, version: int, body: Any, correlation_id: int
     assert (request.header.api_key, request.header.api_version) == (api_key, version)
     assert request.header.correlation_id == correlation_id
     return request.body
+
+
+def produce_entity(data: ProduceRequestData, version: int) -> Any:
+    """The proxy's Produce decoding (record views) as kio's entity of ``version`` (records copied).
+
+    kio's Produce is the reference the proxy's zero-copy split is checked against.
+    """
+    topic_cls = request_class(PRODUCE, version, "TopicProduceData")
+    partition_cls = request_class(PRODUCE, version, "PartitionProduceData")
+    return request_class(PRODUCE, version)(
+        transactional_id=data.transactional_id,
+        acks=data.acks,
+        timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=data.timeout_ms)),
+        topic_data=tuple(
+            topic_cls(
+                name=t.name,
+                partition_data=tuple(
+                    partition_cls(index=p.index, records=None if p.records is None else bytes(p.records))
+                    for p in t.partition_data
+                ),
+            )
+            for t in data.topic_data
+        ),
+    )
 
 
 def response_over_wire(api_key: int, version: int, response: Any, correlation_id: int = 7) -> Any:
