@@ -9,20 +9,25 @@ refused TOPIC_AUTHORIZATION_FAILED, so the broker authorized each client, not th
 A client of a PLAINTEXT proxy listener is ANONYMOUS at the broker, one of an mTLS listener its mapped
 certificate name. A wrong password at the proxy is refused, delayed and logged while the proxy serves on;
 a user the broker does not trust cannot name another, directly or as a proxy (which then stops at start in
-one line); a client connection outlives the SASL sessions on both sides (KIP-368).
+one line); a client connection outlives the SASL sessions on both sides (KIP-368). The super user ops
+administers ACLs, client quotas and SCRAM users through the proxy.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -31,6 +36,7 @@ from confluent_kafka.admin import (
     ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
+    UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
 
@@ -50,8 +56,9 @@ ADMIN_JAAS = (
     'username="admin" password="admin-secret" user_admin="admin-secret";'
 )
 SCRAM = "SCRAM-SHA-512"
-#: SCRAM users: the clients, the proxy's own user, and one the broker does not trust to act for others.
-USERS = ("alice", "bob", "proxy", "mallory")
+#: SCRAM users: the clients, the proxy's own user, one the broker does not trust to act for others, and a
+#: super user who administers the cluster through the proxy.
+USERS = ("alice", "bob", "proxy", "mallory", "ops")
 TOPIC = unique("proxied")
 REFUSED = "Client requested an authorization id that is different from username"
 HANDSHAKE, AUTHENTICATE = 17, 36
@@ -90,7 +97,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": ADMIN_JAAS,
         "sasl.proxy.principals": "User:proxy",
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:admin;User:proxy",  # the proxy reads every topic's metadata for its routing
+        # The proxy reads every topic's metadata for its routing; ops administers through the proxy.
+        "super.users": "User:admin;User:proxy;User:ops",
         "connections.max.reauth.ms": str(REAUTH_MS),
         "offsets.topic.replication.factor": "1",
         "group.initial.rebalance.delay.ms": "0",
@@ -297,3 +305,47 @@ def test_a_client_certificate_names_the_principal_the_brokers_see(tmp_path: Path
         assert any("proxy principal User:proxy acts for User:alice" in line for line in broker.output)
     finally:
         node.stop()
+
+
+def quotas_cli(proxy: SaslProxyNode, *args: str) -> str:
+    """``barnabas quotas`` through the proxy as ops; its output."""
+    settings = [
+        f"-X{key}={value}" for key, value in login(proxy.bootstrap, "ops").items() if key != "bootstrap.servers"
+    ]
+    done = subprocess.run([sys.executable, "-m", "barnabas", "quotas", *args, "-b", proxy.bootstrap, *settings],
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_acls_quotas_and_scram_users_are_administered_through_the_proxy(proxy: SaslProxyNode) -> None:
+    """The admin APIs Kafka's brokers forward to the controller (CreateAcls, DescribeAcls, DeleteAcls,
+    AlterClientQuotas, DescribeClientQuotas, AlterUserScramCredentials, DescribeUserScramCredentials) go
+    through the proxy to a broker, which applies them: a new SCRAM user logs in to the proxy at once."""
+    admin = AdminClient(login(proxy.bootstrap, "ops"))
+    topic = unique("acl-through-proxy")
+    binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:carol", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)  # fmt: skip
+    for future in admin.create_acls([binding]).values():
+        future.result(30)
+    matching = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                                AclPermissionType.ANY)  # fmt: skip
+    assert admin.describe_acls(matching).result(30) == [binding]
+    assert admin.delete_acls([matching])[matching].result(30) == [binding]
+    assert admin.describe_acls(matching).result(30) == []
+
+    quotas_cli(proxy, "alter", "--user", "carol", "--add-config", "producer_byte_rate=1048576")
+    described = json.loads(quotas_cli(proxy, "describe", "--user", "carol", "--json"))["quotas"]
+    assert described == [{"entity": {"user": "carol"}, "quotas": {"producer_byte_rate": 1048576.0}}]
+
+    credential = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+    upsert = UserScramCredentialUpsertion("carol", credential, b"carol-secret")
+    admin.alter_user_scram_credentials([upsert])["carol"].result(30)
+    (info,) = admin.describe_user_scram_credentials(["carol"])["carol"].result(30).scram_credential_infos
+    assert (info.mechanism, info.iterations) == (ScramMechanism.SCRAM_SHA_512, 8192)
+    assert AdminClient(login(proxy.bootstrap, "carol")).list_topics(timeout=10).brokers  # carol logs in
+    admin.alter_user_scram_credentials([UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_512)])[
+        "carol"
+    ].result(30)
+    with pytest.raises(KafkaException, match="RESOURCE_NOT_FOUND"):
+        admin.describe_user_scram_credentials(["carol"])["carol"].result(30)

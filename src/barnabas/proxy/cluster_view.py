@@ -3,8 +3,10 @@
 The view is refreshed from a Metadata request to any reachable broker (the known ones first,
 then the bootstrap addresses): at start, every ``metadata.max.age.ms``, and whenever routing finds
 it stale (a partition without a known leader, NOT_LEADER_OR_FOLLOWER, a broker that cannot be
-reached). Concurrent refreshes share one request. Group coordinators are learnt from the
-FindCoordinator answers the proxy relays and forgotten on NOT_COORDINATOR.
+reached). Concurrent refreshes share one request. Group and transaction coordinators are learnt
+from the FindCoordinator answers the proxy relays and forgotten on NOT_COORDINATOR; until then a
+key's coordinator is the leader of its partition of ``__consumer_offsets`` or
+``__transaction_state`` (``coordinators``: Kafka's rule).
 
 The brokers answer Metadata with the endpoints of the listener the proxy reached them on (its
 protocol is ``broker.security.protocol``'s). The coordination store registers every listener's
@@ -27,6 +29,7 @@ from barnabas.cluster import BrokerInfo, PartitionState, Topic
 from barnabas.groups import partition_for
 from barnabas.protocol import request_class
 
+from .coordinators import GROUP_KEY, TRANSACTION_KEY, TRANSACTION_TOPIC, transaction_partition
 from .links import Address, BrokerLinks
 
 __all__ = ["OFFSETS_TOPIC", "BrokerAddress", "ClusterView", "NoBrokerError", "PartitionInfo"]
@@ -74,6 +77,8 @@ class ClusterView:
         self.partitions: dict[tuple[str, int], PartitionInfo] = {}
         #: Partitions of ``__consumer_offsets`` (0: not created yet, or not known).
         self.offsets_partitions = 0
+        #: Partitions of ``__transaction_state`` (0: not created yet, or not known).
+        self.transaction_partitions = 0
         #: (key type, key) -> broker id of its coordinator, as last answered.
         self.coordinators: dict[tuple[int, str], int] = {}
         self.refreshed_at = 0.0
@@ -155,7 +160,7 @@ class ClusterView:
         self.topic_ids = topic_ids
         self.topic_names = {v: k for k, v in topic_ids.items()}
         self.partitions = partitions
-        self.offsets_partitions = sum(1 for topic, _ in partitions if topic == OFFSETS_TOPIC)
+        self._count_internal_partitions()
         self.refreshed_at = time.monotonic()
 
     def apply_store(
@@ -188,8 +193,12 @@ class ClusterView:
                     leader = state.leader if state.leader in live else -1
                     partitions[(name, index)] = PartitionInfo(leader, state.leader_epoch, len(replicas), len(state.isr))
         self.partitions = partitions
-        self.offsets_partitions = sum(1 for topic, _ in partitions if topic == OFFSETS_TOPIC)
+        self._count_internal_partitions()
         self.refreshed_at = time.monotonic()
+
+    def _count_internal_partitions(self) -> None:
+        self.offsets_partitions = sum(1 for topic, _ in self.partitions if topic == OFFSETS_TOPIC)
+        self.transaction_partitions = sum(1 for topic, _ in self.partitions if topic == TRANSACTION_TOPIC)
 
     def _listener_of(self, live: Mapping[int, BrokerInfo]) -> str | None:
         """The listener whose endpoints the brokers' Metadata answered with (None until one matches)."""
@@ -199,6 +208,24 @@ class ClusterView:
                 if known is not None and (endpoint.host, endpoint.port) == known.address:
                     return endpoint.listener
         return None
+
+    def coordinator(self, key_type: int, key: str) -> BrokerAddress | None:
+        """The broker coordinating ``key``: as a broker last answered FindCoordinator, else by Kafka's rule
+        (None: not known, or another key type)."""
+        broker_id = self.coordinators.get((key_type, key))
+        if broker_id is not None and broker_id in self.brokers:
+            return self.brokers[broker_id]
+        if key_type == GROUP_KEY:
+            return self.group_coordinator(key)
+        if key_type == TRANSACTION_KEY:
+            return self.transaction_coordinator(key)
+        return None
+
+    def transaction_coordinator(self, transactional_id: str) -> BrokerAddress | None:
+        """The leader of the id's ``__transaction_state`` partition (Kafka's rule), if the view knows it."""
+        if self.transaction_partitions == 0:
+            return None
+        return self.leader(TRANSACTION_TOPIC, transaction_partition(transactional_id, self.transaction_partitions))
 
     def group_coordinator(self, group_id: str) -> BrokerAddress | None:
         """The leader of the group's ``__consumer_offsets`` partition (Kafka's rule), if the view knows it."""

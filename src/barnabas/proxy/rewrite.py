@@ -32,6 +32,7 @@ from .nodes import ProxyNode, ProxyNodes
 
 __all__ = [
     "REWRITTEN",
+    "node_of_broker",
     "partition_key",
     "rewrite_describe_cluster",
     "rewrite_fetch",
@@ -100,7 +101,8 @@ def _node_of_partition(view: ClusterView, nodes: ProxyNodes, topic: str, partiti
     return nodes.pick(partition_key(view, topic, partition), view.rack_of(leader_id))
 
 
-def _node_of_broker(view: ClusterView, nodes: ProxyNodes, broker_id: int) -> int:
+def node_of_broker(view: ClusterView, nodes: ProxyNodes, broker_id: int) -> int:
+    """The proxy node id standing for broker ``broker_id`` (a negative id as it is)."""
     if broker_id < 0:
         return broker_id
     return nodes.pick(b"broker:%d" % broker_id, view.rack_of(broker_id)).node_id
@@ -123,7 +125,7 @@ def rewrite_metadata(response: Any, version: int, view: ClusterView, nodes: Prox
         topics.append(dataclasses.replace(topic, partitions=partitions))
     changes: dict[str, Any] = {"brokers": _node_entities(broker_cls, nodes.up()), "topics": tuple(topics)}
     if hasattr(response, "controller_id"):
-        changes["controller_id"] = _node_of_broker(view, nodes, int(response.controller_id))
+        changes["controller_id"] = node_of_broker(view, nodes, int(response.controller_id))
     return dataclasses.replace(response, **changes)
 
 
@@ -177,7 +179,7 @@ def rewrite_describe_cluster(response: Any, version: int, view: ClusterView, nod
     return dataclasses.replace(
         response,
         brokers=_node_entities(broker_cls, nodes.up(), "broker_id"),
-        controller_id=_node_of_broker(view, nodes, int(response.controller_id)),
+        controller_id=node_of_broker(view, nodes, int(response.controller_id)),
     )
 
 

@@ -3,11 +3,11 @@
 Requests whose answers need nothing rewritten travel as bytes: the client's frame is relayed under
 the broker connection's correlation id and the broker's answer goes back under the client's, with
 no decoding (Kroxylicious' "decode predicate"; shotover decodes more). Only what must be looked
-into is decoded: the group id of a group request, the partitions of a partitioned one that spans
-several leaders, and the answers that carry node ids (Metadata, FindCoordinator, DescribeCluster,
-Produce and Fetch from the versions with KIP-951 fields). Record sets are never copied: a split
-Produce's parts carry views of the client's frame, and the answers to a split Fetch are merged as
-slices of the brokers' frames unless one names a node.
+into is decoded: the group or transactional id of a coordinator's request, the partitions of a
+partitioned one that spans several leaders, and the answers that carry node ids (Metadata,
+FindCoordinator, DescribeCluster, Produce and Fetch from the versions with KIP-951 fields).
+Record sets are never copied: a split Produce's parts carry views of the client's frame, and the
+answers to a split Fetch are merged as slices of the brokers' frames unless one names a node.
 
 A broker that cannot be reached, or answers that it no longer leads, makes the proxy read the
 cluster's metadata again; the client gets the retriable error Kafka would give
@@ -46,8 +46,11 @@ from barnabas.protocol import (
 )
 
 from .cluster_view import BrokerAddress, ClusterView, NoBrokerError
+from .coordinators import GROUP_KEY, coordinator_key, no_longer_coordinates
 from .fetch_merge import merge_fetch_entries
+from .keyed import BATCHED, answered_entries, keys_of, merge_keyed, split_keys
 from .links import BrokerLinks
+from .listings import merge_listings, nothing_listed, own_brokers
 from .nodes import ProxyNodes
 from .rewrite import (
     rewrite_describe_cluster,
@@ -58,7 +61,7 @@ from .rewrite import (
     rewrite_produce,
 )
 from .routes import INTERNAL, ROUTES, UNDERSTOOD, Route, api_name
-from .split import PARTITIONED, Partitioned, merge, split
+from .split import PARTITIONED, Partitioned, merge, partition_index, split
 from .turns import Turn
 
 __all__ = ["Answer", "CloseConnectionError", "Router"]
@@ -68,15 +71,13 @@ log = logging.getLogger(__name__)
 #: A response frame, as one buffer or parts to write in order; None for a request not answered.
 Answer = bytes | list[bytes | memoryview] | None
 
-PRODUCE, FETCH, METADATA, OFFSET_FETCH, FIND_COORDINATOR = 0, 1, 3, 9, 10
-DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS, DELETE_GROUPS = 15, 16, 18, 42
-DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER = 35, 60
+PRODUCE, FETCH, METADATA, OFFSET_FETCH, FIND_COORDINATOR, API_VERSIONS = 0, 1, 3, 9, 10, 18
+DESCRIBE_CLUSTER = 60
 JOIN_GROUP, SYNC_GROUP, LIST_PARTITION_REASSIGNMENTS = 11, 14, 46
 #: Fetch requests carry a fetch session (KIP-227) from this version.
 FETCH_SESSIONS_FROM = 7
 #: The longest a SyncGroup may wait for the group leader's assignment (Kafka's default max.poll.interval.ms).
 MAX_REBALANCE_WAIT_S = 300.0
-GROUP_KEY = 0
 _INT32 = struct.Struct(">i")
 NO_THROTTLE = datetime.timedelta(0)
 #: Produce and Fetch answers carry node ids to rewrite from these versions (KIP-951, KIP-392).
@@ -157,18 +158,18 @@ class Router:
         route = ROUTES[api_key][1]
         if route is Route.PARTITIONS:
             return await self._partitions(turn, frame, api_key, version, correlation_id)
-        if route is Route.GROUP or (api_key == OFFSET_FETCH and version < 8):
-            return await self._group(turn, frame, api_key, version, correlation_id)
-        if route is Route.GROUPS:
-            return await self._groups(turn, frame, api_key, version, correlation_id)
+        if route in (Route.GROUP, Route.TRANSACTION) or (api_key == OFFSET_FETCH and version < 8):
+            return await self._coordinated(turn, frame, api_key, version, correlation_id)
+        if route in (Route.GROUPS, Route.TRANSACTIONS):
+            return await self._batched(turn, frame, api_key, version, correlation_id)
         if route is Route.FIND_COORDINATOR:
             return await self._find_coordinator(turn, frame, version, correlation_id)
         if api_key == LIST_PARTITION_REASSIGNMENTS:
             return await self._rewritten(turn, frame, rewrite_list_partition_reassignments, await self._controller())
         if route is Route.CONTROLLER:
             return await self._relay_to(turn, await self._controller(), frame, correlation_id)
-        if route is Route.FAN_OUT:
-            return await self._fan_out(turn, frame, api_key, version, correlation_id)
+        if route in (Route.FAN_OUT, Route.OWN_BROKERS):
+            return await self._fan_out(turn, frame, route)
         if api_key == METADATA:
             await self._refresh()  # a client asking may have found the view stale: so may the proxy's
             return await self._rewritten(turn, frame, rewrite_metadata)
@@ -363,19 +364,16 @@ class Router:
         rewritten = rewrite_find_coordinator(response, version, self.view, self.nodes, key_type=key_type, keys=keys)
         return encode_response(correlation_id, rewritten)
 
-    # -- groups ----------------------------------------------------------------------------------
+    # -- coordinators ------------------------------------------------------------------------------
 
-    async def _coordinator(self, group_id: str) -> BrokerAddress | None:
-        """The broker coordinating ``group_id``: as last answered, else the leader of its ``__consumer_offsets``
-        partition in the view, else asked now (None: not known)."""
-        broker_id = self.view.coordinators.get((GROUP_KEY, group_id))
-        if broker_id is not None and broker_id in self.view.brokers:
-            return self.view.brokers[broker_id]
-        computed = self.view.group_coordinator(group_id)
-        if computed is not None:
-            return computed
+    async def _coordinator(self, key_type: int, key: str) -> BrokerAddress | None:
+        """The broker coordinating ``key``: as last answered, else the leader of its partition of
+        ``__consumer_offsets`` or ``__transaction_state`` in the view, else asked now (None: not known)."""
+        known = self.view.coordinator(key_type, key)
+        if known is not None:
+            return known
         broker = await self._any_broker()
-        body = request_class(FIND_COORDINATOR, 3)(key=group_id, key_type=GROUP_KEY)
+        body = request_class(FIND_COORDINATOR, 3)(key=key, key_type=key_type)
         try:
             response = await self._ask(broker, FIND_COORDINATOR, 3, body)
         except BrokerConnectionError:
@@ -385,94 +383,74 @@ class Router:
         if response.error_code != ErrorCode.none:
             return None
         broker_id = int(response.node_id)
-        self.view.coordinators[(GROUP_KEY, group_id)] = broker_id
+        self.view.coordinators[(key_type, key)] = broker_id
         if broker_id not in self.view.brokers:
             await self._refresh()
         return self.view.brokers.get(broker_id)
 
-    async def _group(
+    async def _coordinated(
         self, turn: Turn, frame: bytes | memoryview, api_key: int, version: int, correlation_id: int
     ) -> Answer:
-        """A request of one group, to its coordinator (else any broker, which answers the group error itself)."""
+        """A request of one group or transaction, to its coordinator (else any broker, which answers the
+        coordinator error itself); an idempotent producer's InitProducerId to any broker."""
         body = _decode(frame).body
-        group_id = str(body.group_id)
-        coordinator = await self._coordinator(group_id)
+        key = coordinator_key(api_key, body)
+        if key is None:
+            return await self._relay_to(turn, None, frame, correlation_id)
+        key_type, key_id = key
+        coordinator = await self._coordinator(key_type, key_id)
         timeout_s = self._timeout_of(api_key, body)
         try:
             payload = await self._relay_or_close(turn, coordinator or await self._any_broker(), frame, timeout_s)
         except CloseConnectionError:
-            self.view.forget_coordinator(GROUP_KEY, group_id)
+            self.view.forget_coordinator(key_type, key_id)
             raise
         _, response = decode_response(api_key, version, payload)
-        if getattr(response, "error_code", ErrorCode.none) in _NOT_COORDINATOR:
-            self.view.forget_coordinator(GROUP_KEY, group_id)
+        if no_longer_coordinates(response):
+            self.view.forget_coordinator(key_type, key_id)
         return _client_answer(payload, correlation_id)
 
-    async def _groups(
+    async def _batched(
         self, turn: Turn, frame: bytes | memoryview, api_key: int, version: int, correlation_id: int
     ) -> Answer:
-        """DescribeGroups, DeleteGroups, OffsetFetch v8+: each group to its coordinator, answers merged."""
+        """DescribeGroups, DeleteGroups, OffsetFetch v8+, DescribeTransactions: each key to its coordinator,
+        answers merged."""
         body = _decode(frame).body
-        batch = _GROUP_BATCHES[api_key]
-        entries = tuple(getattr(body, batch.request_field))
-        ids = [batch.request_id(entry) for entry in entries]
+        spec = BATCHED[api_key]
+        keys = keys_of(spec, body)
         where: dict[str, BrokerAddress] = {}
-        for group_id in dict.fromkeys(ids):
-            where[group_id] = await self._coordinator(group_id) or await self._any_broker()
-        destinations = list(dict.fromkeys(where.values()))
-        if len(destinations) == 1:
-            return await self._relay_to(turn, destinations[0], frame, correlation_id)
-        calls = [
-            (broker, api_key, version, dataclasses.replace(body, **{
-                batch.request_field: tuple(e for e in entries if where[batch.request_id(e)] == broker)
-            }))
-            for broker in destinations
-        ]  # fmt: skip
-        answers: dict[str, Any] = {}
-        for result in await self._exchange_all(turn, calls):
-            if isinstance(result, BaseException):
-                continue
-            for entry in getattr(result, batch.response_field):
-                group_id = batch.response_id(entry)
-                answers[group_id] = entry
-                if getattr(entry, "error_code", ErrorCode.none) in _NOT_COORDINATOR:
-                    self.view.forget_coordinator(GROUP_KEY, group_id)
-        entity_cls = response_class(api_key, version, batch.response_entity)
-        merged = tuple(
-            answers.get(g) or make(entity_cls, error_code=ErrorCode.coordinator_not_available, **batch.empty(g))
-            for g in ids
-        )
-        response = make(response_class(api_key, version), throttle_time=NO_THROTTLE, **{batch.response_field: merged})
-        return encode_response(correlation_id, response)
+        for key in dict.fromkeys(keys):
+            where[key] = await self._coordinator(spec.key_type, key) or await self._any_broker()
+        subs = split_keys(spec, body, where)
+        if len(subs) == 1:
+            return await self._relay_to(turn, next(iter(subs)), frame, correlation_id)
+        calls = [(broker, api_key, version, sub) for broker, sub in subs.items()]
+        answers = [r for r in await self._exchange_all(turn, calls) if not isinstance(r, BaseException)]
+        for key, entry in answered_entries(spec, answers):
+            if getattr(entry, "error_code", ErrorCode.none) in _NOT_COORDINATOR:
+                self.view.forget_coordinator(spec.key_type, key)
+        return encode_response(correlation_id, merge_keyed(spec, api_key, version, keys, answers))
 
     # -- fan-out ---------------------------------------------------------------------------------
 
-    async def _fan_out(
-        self, turn: Turn, frame: bytes | memoryview, api_key: int, version: int, correlation_id: int
-    ) -> Answer:
-        """ListGroups, DescribeLogDirs: every broker's answer, merged."""
+    async def _fan_out(self, turn: Turn, frame: bytes | memoryview, route: Route) -> Answer:
+        """ListGroups, DescribeLogDirs: every broker's answer, merged; ListTransactions: the answers of the
+        brokers this node stands for (``listings``)."""
+        api_key, version, correlation_id = peek_header(frame)
         body = _decode(frame).body
         if not self.view.brokers:
             await self._refresh()
-        calls = [(broker, api_key, version, body) for broker in self.view.brokers.values()]
+        if route is Route.OWN_BROKERS:
+            brokers = own_brokers(self.view, self.nodes)
+            if not brokers:
+                return encode_response(correlation_id, nothing_listed(version, body))
+        else:
+            brokers = list(self.view.brokers.values())
+        calls = [(broker, api_key, version, body) for broker in brokers]
         responses = [r for r in await self._exchange_all(turn, calls) if not isinstance(r, BaseException)]
         if not responses:
             raise CloseConnectionError("no broker answered")
-        changes: dict[str, Any] = {}
-        code = next(
-            (r.error_code for r in responses if getattr(r, "error_code", ErrorCode.none) != ErrorCode.none), None
-        )
-        if code is not None:
-            changes["error_code"] = code
-        if api_key == LIST_GROUPS:
-            listed: dict[str, Any] = {}
-            for r in responses:
-                for group in r.groups:
-                    listed.setdefault(group.group_id, group)
-            changes["groups"] = tuple(listed.values())
-        elif api_key == DESCRIBE_LOG_DIRS:
-            changes["results"] = tuple(result for r in responses for result in r.results)
-        return encode_response(correlation_id, dataclasses.replace(responses[0], **changes))
+        return encode_response(correlation_id, merge_listings(api_key, responses))
 
     # -- partitions ------------------------------------------------------------------------------
 
@@ -626,7 +604,7 @@ class Router:
             for topic in getattr(body, spec.topics):
                 name = getattr(topic, spec.topic)
                 for partition in getattr(topic, spec.partitions):
-                    index = int(getattr(partition, spec.index))
+                    index = partition_index(spec, partition)
                     placement[(name, index)] = self.view.leader(name, index)
             return placement
 
@@ -704,7 +682,7 @@ def _fail_all(spec: Partitioned, sub: Any, failed: dict[tuple[Any, int], ErrorCo
     """Every partition of ``sub`` answered NOT_LEADER_OR_FOLLOWER: its broker failed."""
     for topic in getattr(sub, spec.topics):
         for partition in getattr(topic, spec.partitions):
-            failed[(getattr(topic, spec.topic), int(getattr(partition, spec.index)))] = ErrorCode.not_leader_or_follower
+            failed[(getattr(topic, spec.topic), partition_index(spec, partition))] = ErrorCode.not_leader_or_follower
 
 
 def _requester(api_key: int, version: int, body: Any, timeout_s: float) -> Callable[[KafkaClient], Awaitable[Any]]:
@@ -713,30 +691,3 @@ def _requester(api_key: int, version: int, body: Any, timeout_s: float) -> Calla
 
 def _relayer(frame: RequestFrame, expect: bool, timeout_s: float) -> Callable[[KafkaClient], Awaitable[Any]]:
     return lambda client: client.relay_nowait(frame, expect_response=expect, timeout_s=timeout_s)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _GroupBatch:
-    request_field: str
-    request_id: Callable[[Any], str]
-    response_field: str
-    response_entity: str
-    response_id: Callable[[Any], str]
-    empty: Callable[[str], dict[str, Any]]
-
-
-_GROUP_BATCHES = {
-    DESCRIBE_GROUPS: _GroupBatch(
-        "groups", str, "groups", "DescribedGroup", lambda g: str(g.group_id),
-        lambda g: {"group_id": g, "group_state": "", "protocol_type": "", "protocol_data": "", "members": (),
-                   "authorized_operations": -(2**31)},
-    ),
-    DELETE_GROUPS: _GroupBatch(
-        "groups_names", str, "results", "DeletableGroupResult", lambda g: str(g.group_id),
-        lambda g: {"group_id": g},
-    ),
-    OFFSET_FETCH: _GroupBatch(
-        "groups", lambda g: str(g.group_id), "groups", "OffsetFetchResponseGroup", lambda g: str(g.group_id),
-        lambda g: {"group_id": g, "topics": ()},
-    ),
-}  # fmt: skip

@@ -1,11 +1,13 @@
 """Split a partitioned request by the broker leading each partition, and merge the answers back.
 
-Produce, Fetch, ListOffsets, OffsetForLeaderEpoch and DeleteRecords name partitions that may be
-led by different brokers, while the client sent them to one proxy node. Each is cut into one
+Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords and DescribeProducers name
+partitions that may be led by different brokers, while the client sent them to one proxy node. Each is cut into one
 request per leader with the same top-level fields, and the answers are put back together in the
 order the client asked: topics in request order, each topic's partitions in request order. A
 partition the proxy could not place or whose broker failed gets the error the client should
-retry on (its own error entity, built for the request's version), so nothing is dropped.
+retry on (its own error entity, built for the request's version), so nothing is dropped. A
+request names each partition by an entity holding its index, or (DescribeProducers) by the bare
+index: ``partition_index`` reads either.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, TypeVar
 
 from barnabas.protocol import ErrorCode, make, response_class
 
-__all__ = ["PARTITIONED", "Partitioned", "merge", "split"]
+__all__ = ["PARTITIONED", "Partitioned", "merge", "partition_index", "split"]
 
 #: Where a partition goes (a broker id, for the router).
 Where = TypeVar("Where", bound=Hashable)
@@ -32,6 +34,7 @@ class Partitioned:
     topics: str
     topic: str
     partitions: str
+    #: The field of a request's partition entity holding its index; "" when the partitions are bare indexes.
     index: str
     response_topics: str
     response_topic_entity: str
@@ -78,7 +81,18 @@ PARTITIONED: dict[int, Partitioned] = {
         {"leader_epoch": -1, "end_offset": -1},
         {"throttle_time": NO_THROTTLE},
     ),
+    61: Partitioned(
+        61, "topics", "name", "partition_indexes", "",
+        "topics", "TopicResponse", "partitions", "PartitionResponse", "partition_index",
+        {"error_message": None, "active_producers": ()},
+        {"throttle_time": NO_THROTTLE},
+    ),
 }  # fmt: skip
+
+
+def partition_index(spec: Partitioned, partition: Any) -> int:
+    """The index of one of a request's partitions (an entity, or the index itself)."""
+    return int(getattr(partition, spec.index) if spec.index else partition)
 
 
 def split(
@@ -97,7 +111,7 @@ def split(
         key = getattr(topic, spec.topic)
         topics_by_key.setdefault(key, topic)
         for partition in getattr(topic, spec.partitions):
-            index = int(getattr(partition, spec.index))
+            index = partition_index(spec, partition)
             where = place(key, index)
             if where is None:
                 unplaced.append((key, index))
@@ -139,7 +153,7 @@ def merge(
         key = getattr(topic, spec.topic)
         partitions = []
         for partition in getattr(topic, spec.partitions):
-            index = int(getattr(partition, spec.index))
+            index = partition_index(spec, partition)
             answered = found.get((key, index))
             if answered is None:
                 code = failed.get((key, index), ErrorCode.not_leader_or_follower)

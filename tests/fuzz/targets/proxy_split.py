@@ -29,7 +29,7 @@ from barnabas.protocol import (
     encode_response,
 )
 from barnabas.proxy.routes import UNDERSTOOD
-from barnabas.proxy.split import PARTITIONED, Partitioned, merge, split
+from barnabas.proxy.split import PARTITIONED, Partitioned, merge, partition_index, split
 from tests.fuzz.harness import Target, attempt
 
 
@@ -40,7 +40,7 @@ def _place(topic: Any, index: int) -> Hashable | None:
 
 def _partitions(spec: Partitioned, body: Any) -> list[tuple[Any, int]]:
     return [
-        (getattr(topic, spec.topic), int(getattr(p, spec.index)))
+        (getattr(topic, spec.topic), partition_index(spec, p))
         for topic in getattr(body, spec.topics)
         for p in getattr(topic, spec.partitions)
     ]

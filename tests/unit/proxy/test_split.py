@@ -342,3 +342,64 @@ def test_produce_records_survive_split_and_reencoding_unchanged(version: int) ->
             for partition in topic.partition_data:
                 seen[(topic.name, partition.index)] = bytes(partition.records)
     assert seen == {(name, p): records(name, p) for (name, p), leader in LEADERS.items() if leader is not None}
+
+
+DESCRIBE_PRODUCERS = 61
+
+
+def test_describe_producers_partitions_are_bare_indexes_split_and_merged_the_same_way() -> None:
+    """DescribeProducers names partitions by index alone; each leader is asked for its own, the answers
+    merged in the request's order, the unplaced and the down broker's partitions NOT_LEADER_OR_FOLLOWER
+    (on which Kafka's admin client looks the leader up again)."""
+    spec, version = PARTITIONED[DESCRIBE_PRODUCERS], UNDERSTOOD[DESCRIBE_PRODUCERS][1]
+    topic_cls = request_class(DESCRIBE_PRODUCERS, version, "TopicRequest")
+    body = request_class(DESCRIBE_PRODUCERS, version)(
+        topics=tuple(topic_cls(name=name, partition_indexes=tuple(ps)) for name, ps in ASKED)
+    )
+    received = request_over_wire(DESCRIBE_PRODUCERS, version, body)
+    parts, unplaced = split(spec, received, place)
+    assert unplaced == [("orders", 3)]
+    asked_of = {
+        broker: [(t.name, list(t.partition_indexes)) for t in request_over_wire(DESCRIBE_PRODUCERS, version, s).topics]
+        for broker, s in parts.items()
+    }
+    assert asked_of == {3: [("orders", [2]), ("audit", [0])], 1: [("orders", [0])],
+                        2: [("orders", [1]), ("events", [1, 0])]}  # fmt: skip
+    producer_cls = response_class(DESCRIBE_PRODUCERS, version, "ProducerState")
+    partition_cls = response_class(DESCRIBE_PRODUCERS, version, "PartitionResponse")
+    topic_response_cls = response_class(DESCRIBE_PRODUCERS, version, "TopicResponse")
+
+    def answer(broker: int, asked: list[tuple[str, list[int]]]) -> Any:
+        producers = (
+            make(
+                producer_cls,
+                producer_id=broker,
+                producer_epoch=1,
+                last_sequence=9,
+                last_timestamp=1_700_000_000_000,
+                coordinator_epoch=2,
+                current_txn_start_offset=-1,
+            ),
+        )
+        topics = tuple(
+            make(topic_response_cls, name=name, partitions=tuple(
+                make(partition_cls, partition_index=p, error_code=ErrorCode.none, error_message=None,
+                     active_producers=producers) for p in reversed(ps)))
+            for name, ps in reversed(asked)
+        )  # fmt: skip
+        response = make(response_class(DESCRIBE_PRODUCERS, version), throttle_time=ms(broker), topics=topics)
+        return response_over_wire(DESCRIBE_PRODUCERS, version, response)
+
+    answers = [answer(broker, asked) for broker, asked in asked_of.items() if broker != DOWN]
+    failed = dict.fromkeys(unplaced, NOT_LEADER)
+    merged = response_over_wire(DESCRIBE_PRODUCERS, version, merge(spec, version, received, answers, failed))
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in merged.topics] == ASKED
+    for topic in merged.topics:
+        for p in topic.partitions:
+            leader = LEADERS[(topic.name, p.partition_index)]
+            if leader in (None, DOWN):
+                assert (p.error_code, p.active_producers) == (NOT_LEADER, ())
+            else:
+                assert p.error_code == ErrorCode.none
+                assert [s.producer_id for s in p.active_producers] == [leader]
+    assert merged.throttle_time == ms(2)

@@ -112,12 +112,18 @@ BROKER_HOSTS = {host for host, _, _ in BROKERS.values()}
 BROKER_PORTS = {port for _, port, _ in BROKERS.values()}
 
 
-def metadata_response(version: int, offline: tuple[int, ...] = (), topic_ids: bool = True) -> Any:
-    """The brokers' Metadata answer for the cluster above, in ``version``'s layout (topic ids zero if not asked)."""
+Topics = dict[str, tuple[uuid.UUID, list[tuple[int, int, list[int], list[int]]]]]
+
+
+def metadata_response(
+    version: int, offline: tuple[int, ...] = (), topic_ids: bool = True, topics: Topics = TOPICS
+) -> Any:
+    """The brokers' Metadata answer for the cluster above (or ``topics`` in it), in ``version``'s layout
+    (topic ids zero if not asked)."""
     broker_cls = response_class(METADATA, version, "MetadataResponseBroker")
     topic_cls = response_class(METADATA, version, "MetadataResponseTopic")
     partition_cls = response_class(METADATA, version, "MetadataResponsePartition")
-    topics = tuple(
+    answered = tuple(
         make(
             topic_cls,
             error_code=ErrorCode.none,
@@ -139,7 +145,7 @@ def metadata_response(version: int, offline: tuple[int, ...] = (), topic_ids: bo
             ),
             topic_authorized_operations=-(2**31),
         )
-        for name, (topic_id, partitions) in TOPICS.items()
+        for name, (topic_id, partitions) in topics.items()
     )
     brokers = tuple(
         make(broker_cls, node_id=broker_id, host=host, port=port, rack=rack)
@@ -151,16 +157,17 @@ def metadata_response(version: int, offline: tuple[int, ...] = (), topic_ids: bo
         brokers=brokers,
         cluster_id="cluster-x",
         controller_id=CONTROLLER,
-        topics=topics,
+        topics=answered,
         cluster_authorized_operations=-(2**31),
     )
 
 
-def cluster_view() -> ClusterView:
-    """A view of the cluster above, taken from its Metadata v12 answer (no broker is contacted)."""
+def cluster_view(topics: Topics = TOPICS) -> ClusterView:
+    """A view of the cluster above (or ``topics`` in it), taken from its Metadata v12 answer (no broker is
+    contacted)."""
     links = BrokerLinks(client_id=CLIENT_ID, connect_timeout_s=1.0, request_timeout_s=1.0)
     view = ClusterView(bootstrap=[("broker-1.internal", 9092)], links=links)
-    view.apply(response_over_wire(METADATA, 12, metadata_response(12)))
+    view.apply(response_over_wire(METADATA, 12, metadata_response(12, topics=topics)))
     return view
 
 
