@@ -16,7 +16,7 @@ SYSTEMS = ("barnabas", "kafka", "tansu")
 #: Runs after barnabas, so its latency loads are shares of barnabas's rate (as in the default order).
 PROXIED = "barnabas-proxy"
 ORDER = ("tansu", "kafka", "barnabas", PROXIED)
-METADATA_PARTITIONS = 1000
+METADATA_PARTITIONS = 200
 PROXY_CONNECTIONS = 50
 
 

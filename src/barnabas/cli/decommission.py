@@ -43,6 +43,8 @@ DESCRIPTION = (
 )
 #: Plans made at most: a partition placed on N as the cordon was written is moved by the next.
 ROUNDS = 3
+#: Answers that leave a move for the next plan rather than failing the command.
+RETRIABLE = frozenset({"REQUEST_TIMED_OUT", "NOT_CONTROLLER"})
 
 
 @dataclass(frozen=True)
@@ -125,18 +127,22 @@ def _send(args: argparse.Namespace, moves: list[Move], leaving: int) -> None:
 
     client = python_admin(args)
     try:
-        answers = client.alter_partition_reassignments(
-            {KafkaPythonPartition(m.topic, m.partition): list(m.after) for m in moves},
-            timeout_ms=int(args.timeout * 1000),
-        )
-        refused = {f"{tp.topic}-{tp.partition}": error_name(error) for tp, error in answers.items() if error}
+        try:
+            answers = client.alter_partition_reassignments(
+                {KafkaPythonPartition(m.topic, m.partition): list(m.after) for m in moves},
+                timeout_ms=int(args.timeout * 1000),
+            )
+        except KafkaError as exc:
+            if error_name(exc) not in RETRIABLE:
+                raise CliError(f"the controller refused the reassignment: {error_name(exc)}") from None
+            answers = {}  # some moves may have started: followed below, the rest planned again
+        errors = {f"{tp.topic}-{tp.partition}": error_name(error) for tp, error in answers.items() if error}
+        refused = {name: reason for name, reason in errors.items() if reason not in RETRIABLE}
         if refused:
             name, reason = sorted(refused.items())[0]
             raise CliError(f"the controller refused {len(refused)} moves, e.g. {name}: {reason}")
-        moving = [(m.topic, m.partition) for m in moves]
-        wait_for_reassignments(client, moving, args.wait, f"emptying broker {leaving}")
-    except KafkaError as exc:
-        raise CliError(f"the controller refused the reassignment: {error_name(exc)}") from None
+        # Followed until none moves, so that the next plan sees settled replica lists, never one mid-move.
+        wait_for_reassignments(client, [(m.topic, m.partition) for m in moves], args.wait, f"emptying broker {leaving}")
     finally:
         client.close()
 

@@ -68,8 +68,11 @@ from .topic_store import TopicStore
 __all__ = ["CONTROLLER_ELECTION", "Controller", "LeaderRebalance", "NotControllerError", "next_partition_state"]
 
 TopicPartition = tuple[str, int]
-#: Times a request-driven move re-reads and decides again after losing a compare-and-set.
-MOVE_ATTEMPTS = 5
+#: Times a request-driven move re-reads and decides again after losing a compare-and-set, waiting
+#: ``CONFLICT_BACKOFF_S`` × the attempt number in between: partition leaders change ISRs meanwhile,
+#: and on a loaded host a catching-up replica's ISR can change several times within one move.
+MOVE_ATTEMPTS = 10
+CONFLICT_BACKOFF_S = 0.05
 #: Election refusals that rest on the ISR, which leaders change: checked against the store first.
 ISR_REFUSALS = (ErrorCode.preferred_leader_not_available, ErrorCode.eligible_leaders_not_available)
 
@@ -334,7 +337,9 @@ class Controller:
         results: dict[TopicPartition, ElectionError | None] = {}
         for name, partition in partitions:
             refreshed = False
-            for _ in range(MOVE_ATTEMPTS):
+            for attempt in range(MOVE_ATTEMPTS):
+                if attempt:
+                    await asyncio.sleep(CONFLICT_BACKOFF_S * attempt)
                 topic = self._topics.topics.get(name)
                 state = self._topics.states.get((name, partition))
                 version = self._topics.state_version(name, partition)
@@ -396,7 +401,9 @@ class Controller:
     async def _alter_one(
         self, fence: Fence, name: str, partition: int, target: Sequence[int] | None, allow_rf_change: bool
     ) -> ElectionError | None:
-        for _ in range(MOVE_ATTEMPTS):
+        for attempt in range(MOVE_ATTEMPTS):
+            if attempt:
+                await asyncio.sleep(CONFLICT_BACKOFF_S * attempt)
             topic = self._topics.topics.get(name)
             state = self._topics.states.get((name, partition))
             if topic is None or state is None or partition not in topic.assignment:
