@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import socket
 import time
 from collections.abc import Awaitable, Coroutine, Iterator
 from typing import Any, TypeVar
@@ -31,7 +32,7 @@ from barnabas.coordination.api import (
     Versioned,
 )
 from barnabas.coordination.backends.postgres import PostgresMetastore, open_backend
-from barnabas.coordination.backends.postgres._connection import parse_url
+from barnabas.coordination.backends.postgres._connection import bounded, connect, parse_url
 from barnabas.coordination.errors import (
     SessionLostError,
     UnavailableError,
@@ -302,5 +303,40 @@ def test_watch_resyncs_when_the_change_log_was_pruned(postgres_server: PostgresS
         finally:
             await watch.aclose()
             await m.close()
+
+    run(scenario(), postgres_server)
+
+
+# -- connections -------------------------------------------------------------------------------
+
+
+def test_a_call_given_up_on_keeps_its_socket_until_it_lets_go(postgres_server: PostgresServer) -> None:
+    """A call past its deadline is abandoned, but its socket stays open until the call has left the event loop.
+
+    Closing it at once (as ``bounded`` did) freed the descriptor while the call's reader was still
+    registered on it: the next socket given that number lost its own registration to the call's
+    cleanup, and under uvloop, the broker's loop, libuv aborted the process (SIGABRT in
+    ``uv__epoll_ctl_flush``). Found by pausing PostgreSQL under a 3-broker workload
+    (tests/fault/test_coordination_server_faults.py): a broker died in one pause in five to ten. Here a
+    socket opened right after the deadline, as a broker opens them all the time, must be served.
+    """
+
+    async def scenario() -> None:
+        conn = await connect(parse_url(postgres_server.url_for()))
+        with pytest.raises(TimeoutError):
+            await bounded(conn, lambda c: c.execute("SELECT pg_sleep(10)"), 0.2)
+        reader, writer = socket.socketpair()
+        woke = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        try:
+            loop.add_reader(reader, woke.set)
+            await eventually(lambda: conn.closed, "the abandoned call let go of its connection", 5)
+            writer.send(b"x")
+            async with asyncio.timeout(5):
+                await woke.wait()
+        finally:
+            loop.remove_reader(reader)
+            reader.close()
+            writer.close()
 
     run(scenario(), postgres_server)

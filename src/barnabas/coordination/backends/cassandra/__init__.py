@@ -13,6 +13,7 @@ Rules this package keeps (coordination.md §6):
   ephemeral keys to see those that expire (an expiry writes nothing).
 
 Modules: ``_cql`` (every statement), ``_connection`` (URL, driver, asyncio bridge, error table),
+``_schema`` (the keyspace and table, created by clients racing on nodes that hear of it in turn),
 ``_metastore`` (reads, commits, lease operations), ``_session`` (keepalive and states),
 ``_watch`` (polling watches).
 """

@@ -14,6 +14,13 @@ Rules this module keeps:
   SERIAL read is one consistent snapshot only within one page.
 - Servers older than 4.0 are refused (Paxos v1 linearizability bug CASSANDRA-12126); 4.1 and newer
   must run ``paxos_variant: v2``.
+- A node that stops answering but keeps its connections open (a hung process, a paused VM) is
+  found by the driver's heartbeat: a connection that received nothing for HEARTBEAT_S is sent one,
+  and one unanswered after HEARTBEAT_TIMEOUT_S more marks the node down, out of every query plan,
+  while a quorum of the others serves. The driver's defaults (30 s and 30 s) outlast any session:
+  with one node of a 3-node ring paused, requests kept going to it and every broker's session ran
+  out (tests/fault/test_coordination_server_faults.py). Until then, a read (and a lease renewal,
+  which renewing twice does not change) unanswered after SPECULATE_S goes to another node as well.
 - Driver exceptions become coordination errors in :func:`translate` and nowhere else. A write
   timeout of a CAS round, or CAS_WRITE_UNKNOWN, is an unknown outcome: UnavailableError, and the
   caller re-reads.
@@ -36,6 +43,7 @@ from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
 from cassandra.connection import ConnectionException
 from cassandra.policies import (
+    ConstantSpeculativeExecutionPolicy,
     DCAwareRoundRobinPolicy,
     ExponentialReconnectionPolicy,
     HostStateListener,
@@ -46,6 +54,7 @@ from cassandra.query import BatchStatement, BatchType, dict_factory
 
 from ...errors import CoordinationError, UnavailableError, UnsupportedBackendError
 from . import _cql as cql
+from ._schema import create_schema
 
 __all__ = ["Connection", "Row", "Target", "parse_url", "translate"]
 
@@ -58,6 +67,15 @@ DEFAULT_NAMESPACE = "barnabas"
 #: Client-side bound on one request (the server's own timeouts are shorter: 2 s write, 1 s CAS contention).
 REQUEST_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 5.0
+#: Heartbeat a connection that received nothing for this long; a node that does not answer the
+#: heartbeat within HEARTBEAT_TIMEOUT_S is marked down: a hung node is left out within about 4 s,
+#: inside the brokers' 9 s session (renewed every 3 s). At 1.5 s, the healthy but busy nodes of a
+#: 3-node ring on this loaded 2-core machine, one node paused, missed heartbeats and were marked down
+#: too, and every request failed until they were back.
+HEARTBEAT_S = 1.0
+HEARTBEAT_TIMEOUT_S = 3.0
+#: A statement that may run twice and is unanswered this long is sent to the next node too (twice at most).
+SPECULATE_S = 0.5
 _KEYSPACE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,47}")
 
 
@@ -200,6 +218,7 @@ class Connection:
             serial_consistency_level=ConsistencyLevel.SERIAL,
             request_timeout=REQUEST_TIMEOUT_S,
             row_factory=dict_factory,
+            speculative_execution_policy=ConstantSpeculativeExecutionPolicy(SPECULATE_S, 2),
         )
         auth = PlainTextAuthProvider(target.username, target.password) if target.username else None
         cluster = Cluster(
@@ -210,6 +229,8 @@ class Connection:
             # Back within a second of a restarted node (the default waits up to 10 minutes).
             reconnection_policy=ExponentialReconnectionPolicy(0.1, 1.0),
             connect_timeout=CONNECT_TIMEOUT_S,
+            idle_heartbeat_interval=HEARTBEAT_S,
+            idle_heartbeat_timeout=HEARTBEAT_TIMEOUT_S,
         )
         try:
             with translate("connect"):
@@ -217,9 +238,7 @@ class Connection:
             session.default_fetch_size = None
             connection = cls(target, cluster, session, {})
             await connection._check_server()
-            await connection._create_schema()
-            with translate("prepare"):
-                await asyncio.to_thread(connection._use_keyspace_and_prepare)
+            await create_schema(connection)
             await connection.execute(cql.INIT_REV, (target.namespace,))
         except BaseException:
             await asyncio.to_thread(cluster.shutdown)
@@ -242,10 +261,23 @@ class Connection:
                     f"Cassandra {release} runs paxos_variant {variant}; barnabas needs 'paxos_variant: v2'"
                 )
 
-    async def _create_schema(self) -> None:
-        names = {"keyspace": self.target.keyspace, "replication_factor": self.target.replication_factor}
-        await self.execute(cql.CREATE_KEYSPACE.format(**names), prepared=False)
-        await self.execute(cql.CREATE_TABLE.format(**names), prepared=False)
+    async def prepare(self) -> None:
+        """Use the keyspace and prepare every statement of the backend.
+
+        Raises:
+            CoordinationError: a node refused (a keyspace or table it has not heard of yet, for one).
+        """
+        with translate("prepare"):
+            await asyncio.to_thread(self._use_keyspace_and_prepare)
+
+    async def wait_for_schema_agreement(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` until every live node has the same schema; whether they do."""
+        if timeout_s <= 0:
+            return False
+        agreed = await asyncio.to_thread(
+            self._cluster.control_connection.wait_for_schema_agreement, wait_time=timeout_s
+        )
+        return bool(agreed)
 
     def _use_keyspace_and_prepare(self) -> None:
         """Blocking: run in a worker thread."""
@@ -265,6 +297,7 @@ class Connection:
         bound = self._prepared[cql_text].bind(params)
         if serial:
             bound.consistency_level = ConsistencyLevel.SERIAL
+        bound.is_idempotent = cql_text.startswith("SELECT")  # reads may run twice (speculatively)
         return bound
 
     async def execute(
@@ -298,9 +331,9 @@ class Connection:
             response.add_callbacks(lambda rows: done(rows, None), lambda exc: done(None, exc))
             return await future
 
-    def batch(self) -> Batch:
-        """A conditional batch on the namespace's partition."""
-        return Batch(self)
+    def batch(self, *, idempotent: bool = False) -> Batch:
+        """A conditional batch on the namespace's partition; ``idempotent``: applying it twice is applying it once."""
+        return Batch(self, idempotent=idempotent)
 
     async def close(self) -> None:
         if self._closed:
@@ -312,13 +345,14 @@ class Connection:
 class Batch:
     """Statements applied together by one Paxos round (all on one partition)."""
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Connection, *, idempotent: bool = False) -> None:
         self._connection = connection
         self._batch = BatchStatement(
             batch_type=BatchType.LOGGED,
             consistency_level=ConsistencyLevel.QUORUM,
             serial_consistency_level=ConsistencyLevel.SERIAL,
         )
+        self._batch.is_idempotent = idempotent  # speculative execution sends only idempotent statements
         self.size = 0
 
     def add(self, cql_text: str, params: Sequence[Any]) -> None:

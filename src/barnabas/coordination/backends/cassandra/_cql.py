@@ -87,11 +87,12 @@ CREATE_KEYSPACE = (
     "WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {replication_factor}}}"
 )
 # gc_grace_seconds: expired change-log rows and deleted keys are purged a day after, not ten days
-# (Paxos v2 keeps its own state until paxos repair; one day leaves time for that).
+# (Paxos v2 keeps its own state until paxos repair; one day leaves time for that). The id is given
+# (_schema.table_id): clients creating the table at once through different nodes make one table.
 CREATE_TABLE = (
     "CREATE TABLE IF NOT EXISTS {keyspace}.kv ("
     "ns text, kind tinyint, key text, value blob, version bigint, session text, probe boolean, "
-    "PRIMARY KEY (ns, kind, key)) WITH gc_grace_seconds = 86400"
+    "PRIMARY KEY (ns, kind, key)) WITH gc_grace_seconds = 86400 AND id = {table_id}"
 )
 SELECT_RELEASE_VERSION = "SELECT release_version FROM system.local"
 # A virtual table since Cassandra 4.0; the setting exists from 4.1 on.

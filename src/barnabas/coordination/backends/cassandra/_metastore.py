@@ -46,7 +46,7 @@ from ._cql import change_key, index_key
 from ._session import CassandraSession, lease_seconds
 from ._watch import CHANGE_LOG_TTL_S, watch_prefix
 
-__all__ = ["COMMIT_DEADLINE_S", "CassandraMetastore", "prefix_end"]
+__all__ = ["COMMIT_DEADLINE_S", "CassandraMetastore", "prefix_end", "renewal_outcome"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,18 @@ def prefix_end(prefix: str) -> str | None:
     if 0xD800 <= following <= 0xDFFF:  # surrogates cannot be encoded; none can be in a key either
         following = 0xE000
     return chars[:-1] + chr(following)
+
+
+def renewal_outcome(applied: bool, current: Sequence[Row], session_id: str) -> bool | None:
+    """What a renewal batch's answer says: True renewed, False the lease row is gone, None retry (a key moved).
+
+    A batch that did not apply comes back with the conditioned rows as they are; a row that does not
+    exist is not among them, and when none does the answer is ``[applied]`` alone.
+    """
+    if applied:
+        return True
+    lease_found = any(r.get("kind") == cql.KIND_SESSIONS and r.get("key") == session_id for r in current)
+    return None if lease_found else False
 
 
 def _versioned(row: Row) -> Versioned:
@@ -322,7 +334,8 @@ class CassandraMetastore:
             return False
         keys = [row["key"][len(session_id) + 1 :] for row in index if row["key"] != session_id]
         snapshot = await self._snapshot((cql.KIND_KV, key) for key in keys) if keys else _Snapshot()
-        batch = self._connection.batch()
+        # Idempotent: every row is written as it is, under conditions a first application leaves true.
+        batch = self._connection.batch(idempotent=True)
         batch.add(cql.RENEW_SESSION, (lease_s, lease_s, ns, session_id))
         for key, row in snapshot.kv.items():
             if row["session"] != session_id:
@@ -332,10 +345,7 @@ class CassandraMetastore:
             batch.add(cql.UPDATE_EPHEMERAL, params)
             batch.add(cql.INDEX_EPHEMERAL, (ns, index_key(session_id, key), session_id, lease_s + INDEX_GRACE_S))
         applied, current = await batch.apply()
-        if applied:
-            return True
-        lease_found = any(r["kind"] == cql.KIND_SESSIONS and r["key"] == session_id for r in current)
-        return None if lease_found else False
+        return renewal_outcome(applied, current, session_id)
 
     async def end_lease(self, session_id: str) -> None:
         """Delete the session's ephemeral keys (a commit: watchers see it) and its lease row.

@@ -9,9 +9,10 @@ Rules this module keeps:
 - Every connection is autocommit and READ COMMITTED: each statement (or server-side function) is
   its own transaction, so nothing is ever left idle in a transaction holding the writer lock.
 - psycopg's errors become coordination errors in one place, :func:`map_errors`.
-- Every call has a deadline. When it passes, the connection is closed at once and abandoned:
-  psycopg would otherwise spend up to 10 s cancelling the query on a server that may be paused,
-  and the caller (a keepalive deciding SUSPENDED) cannot wait that long.
+- Every call has a deadline. When it passes, the connection's socket is shut down, so the call
+  fails at once (psycopg would otherwise spend up to 10 s cancelling the query on a server that
+  may be paused, and the caller, a keepalive deciding SUSPENDED, cannot wait that long); the
+  descriptor is closed only once the call has let go of it: never under the event loop's watch.
 - Idle pooled connections are checked without a round trip before reuse (``PQconsumeInput`` sees
   the EOF a restarted server left behind), so a restart costs no spurious failure.
 """
@@ -21,7 +22,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
+import socket
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -39,6 +42,8 @@ T = TypeVar("T")
 Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 
 DEFAULT_SCHEMA = "barnabas"
+#: How long a call given up on may take to let go of its shut-down socket before it is left to end alone.
+LET_GO_S = 0.5
 #: Lower-case identifiers only: the name is used unquoted in ``search_path`` and quoted in DDL,
 #: which agree only when no case folding is involved.
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -124,28 +129,50 @@ async def close_quietly(conn: Conn) -> None:
         await conn.close()
 
 
-def _abandon(conn: Conn, task: asyncio.Task[Any]) -> None:
-    """Close ``conn`` under a hung call and let the call's task end by itself, unobserved."""
-    # Closing first matters: psycopg then sees no ACTIVE query and skips its server-side cancel.
+def _shut_down(fd: int) -> None:
+    """shutdown(2) a socket whose descriptor this module does not own (a duplicate is shut down, then closed)."""
+    with socket.socket(fileno=os.dup(fd)) as duplicate:
+        duplicate.shutdown(socket.SHUT_RDWR)
+
+
+def _finish_after(conn: Conn, task: asyncio.Task[Any]) -> None:
+    """Close ``conn`` once ``task`` has ended (its outcome is collected, unobserved)."""
     conn.pgconn.finish()
-    task.cancel()
-    task.add_done_callback(lambda t: t.cancelled() or t.exception())
+    if not task.cancelled():
+        task.exception()
+
+
+async def _abandon(conn: Conn, task: asyncio.Task[Any]) -> None:
+    """Give up on a hung call: shut its socket down, wait until the call has let go of it, close ``conn``.
+
+    The call sees its connection end (psycopg raises OperationalError) and removes its reader from
+    the event loop; only then is the descriptor closed. Closed at once, its number could go to the
+    next socket opened while the call's reader was still registered on it: that socket's events went
+    astray, and uvloop aborted the process (libuv's uv__epoll_ctl_flush). Cancelling the call instead
+    would make psycopg cancel the query server-side and wait up to 5 s more for a server that may be
+    paused. A call that has not let go after LET_GO_S is left to end by itself, closed when it does.
+    """
+    task.add_done_callback(lambda done: _finish_after(conn, done))
+    with contextlib.suppress(OSError, psycopg.Error):  # already closed or broken: nothing to shut down
+        _shut_down(conn.pgconn.socket)
+    await asyncio.wait({task}, timeout=LET_GO_S)
 
 
 async def bounded(conn: Conn, work: Callable[[Conn], Awaitable[T]], timeout_s: float) -> T:
-    """Run ``work(conn)``; on timeout or cancellation close ``conn`` at once and raise.
+    """Run ``work(conn)``; on timeout or cancellation end its connection (``_abandon``) and raise.
 
     Raises:
-        TimeoutError: ``work`` did not finish in ``timeout_s`` (``conn`` is closed).
+        TimeoutError: ``work`` did not finish in ``timeout_s`` (``conn`` is closed, or will be as
+            soon as ``work`` lets go of it).
     """
     task = asyncio.ensure_future(work(conn))
     try:
         done, _ = await asyncio.wait({task}, timeout=max(timeout_s, 0.0))
     except asyncio.CancelledError:
-        _abandon(conn, task)
+        await _abandon(conn, task)
         raise
     if not done:
-        _abandon(conn, task)
+        await _abandon(conn, task)
         raise TimeoutError(f"no answer in {timeout_s:.1f} s")
     return task.result()
 
