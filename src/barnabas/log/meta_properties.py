@@ -90,24 +90,26 @@ def new_directory_id() -> str:
 def read_broker_id(log_dir: Path) -> int | None:
     """The broker id stored in ``log_dir``, or None when there is none or it is unreadable.
 
-    Lenient on purpose: it serves broker id discovery before the log dirs are locked; the
+    It serves broker id discovery before the log dirs are locked; the
     :class:`~barnabas.log.LogManager` checks the file strictly afterwards.
     """
-    try:
-        meta = read_meta_properties(log_dir)
-    except (CorruptCheckpointError, OSError, UnicodeDecodeError):
-        return None
+    meta = _read_leniently(log_dir)
     return meta.broker_id if meta is not None else None
 
 
 def read_cluster_id(log_dir: Path) -> str | None:
     """The cluster id stored in ``log_dir``, or None when there is none or it is unreadable.
 
-    Lenient like :func:`read_broker_id`: it serves a coordination store that lost its cluster id
-    (a cluster recreated on its old volumes) before the log dirs are checked strictly.
+    It serves a coordination store that lost its cluster id (a cluster recreated on its old
+    volumes) before the log dirs are checked strictly.
     """
+    meta = _read_leniently(log_dir)
+    return meta.cluster_id if meta is not None else None
+
+
+def _read_leniently(log_dir: Path) -> MetaProperties | None:
+    """``meta.properties`` for a look before the strict check: None when absent or unreadable."""
     try:
-        meta = read_meta_properties(log_dir)
+        return read_meta_properties(log_dir)
     except (CorruptCheckpointError, OSError, UnicodeDecodeError):
         return None
-    return meta.cluster_id if meta is not None else None
