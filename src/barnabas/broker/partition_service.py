@@ -186,7 +186,7 @@ class PartitionService:
             return
         replica_id, broker_epoch = replica
         node = self.node
-        if leader.on_follower_fetch(replica_id, fetch_offset, node.now_ms(), broker_epoch):
+        if leader.on_follower_fetch(replica_id, fetch_offset, node.monotonic_ms(), broker_epoch):
             node.fetch_waiters.notify((topic_name, index))  # consumers may read further now
         joining = not leader.state.in_sync(replica_id, broker_epoch)
         if joining and replica_id in leader.wants_to_join(node.brokers.epochs()):

@@ -77,7 +77,10 @@ class NodeState:
     #: The ACLs and the authorizer deciding on them, kept current by the metadata watcher;
     #: None when authorization is off (no ``authorizer.class.name``): every request is allowed.
     acls: AclStore | None = None
+    #: The wall clock: for times Kafka stores (record timestamps, retention, expiry of stored state).
     clock: Callable[[], float] = time.time
+    #: A monotonic clock: for how long something has taken, which a step of the wall clock must not change.
+    monotonic: Callable[[], float] = time.monotonic
     rack: str | None = None
     #: Every advertised listener (``advertised`` is the inter-broker one's address); empty without listeners.
     endpoints: tuple[BrokerEndpoint, ...] = ()
@@ -178,7 +181,12 @@ class NodeState:
         )  # fmt: skip
 
     def now_ms(self) -> int:
+        """The wall clock, in milliseconds since the epoch."""
         return int(self.clock() * 1000)
+
+    def monotonic_ms(self) -> int:
+        """The monotonic clock in milliseconds: only differences between two readings mean anything."""
+        return int(self.monotonic() * 1000)
 
     def log_config(self, overrides: Mapping[str, str]) -> LogConfig:
         """The effective log settings of a topic with these overrides."""

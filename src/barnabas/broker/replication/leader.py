@@ -5,7 +5,9 @@ Kafka's Partition and Replica classes, for the leader side:
 - Each follower's log end offset is the offset of its latest Fetch. Its ``last_caught_up_ms`` is
   that fetch's time if it asked for the leader's log end, or the previous fetch's time if it
   asked for at least what the leader's log end was then (Replica.updateFetchState): a follower
-  that keeps up never looks lagging, however busy the leader.
+  that keeps up never looks lagging, however busy the leader. These times are on a monotonic
+  clock (Kafka reads the wall clock here): a step of the leader's wall clock must neither make
+  every follower look lagging nor keep a stalled one in the ISR until the clock catches up.
 - The high watermark is the smallest log end offset over the ISR (the leader's own included);
   it only moves forward. acks=all produce waits until it passes the batch.
 - A follower joins the ISR once it has reached the high watermark and the start of this leader

@@ -219,7 +219,7 @@ class ReplicaManager:
             partition_log.hw_follows_log_end = True
             partition_log.high_watermark = partition_log.log_end_offset
         _start_epoch(partition_log, partition_state.leader_epoch)
-        leader = LeaderReplica(*tp, partition_log, partition_state, replicas, state.broker_id, state.now_ms())
+        leader = LeaderReplica(*tp, partition_log, partition_state, replicas, state.broker_id, state.monotonic_ms())
         self.leaders[tp] = leader
         leader.maybe_advance_high_watermark()
         for listener in self.leadership_listeners:
@@ -237,7 +237,7 @@ class ReplicaManager:
         else:
             partition_log.hw_follows_log_end = True
             partition_log.high_watermark = partition_log.log_end_offset
-        leader.renew(partition_state, replicas, self.state.now_ms())
+        leader.renew(partition_state, replicas, self.state.monotonic_ms())
         tp = (leader.topic, leader.partition)
         self.state.fetch_waiters.notify(tp)
         self._roles.note(tp, "leading on", partition_state.leader_epoch)
@@ -286,7 +286,7 @@ class ReplicaManager:
                 async with asyncio.timeout(interval_s):
                     await self._isr_wake.wait()
             self._isr_wake.clear()
-            now_ms = self.state.now_ms()
+            now_ms = self.state.monotonic_ms()
             for tp, leader in list(self.leaders.items()):
                 if leader.resigned:
                     continue
