@@ -56,8 +56,10 @@ unit: $(TEST_STAMP)
 # failure or only those named in FAULTS (comma-separated, e.g. FAULTS="host crash bounce").
 CYCLES ?= 5
 FAULTS ?=
+# Toxiproxy (the latency faults' relays) is built here only: make test skips those tests.
 fault: test-deps
-	BARNABAS_TEST_REPLICATION_CYCLES=$(CYCLES) BARNABAS_TEST_REPLICATION_SPLIT=0 BARNABAS_TEST_REPLICATION_FAULTS="$(FAULTS)" $(BIN)/pytest tests/fault $(PYTEST_ARGS)
+	bash tests/fault/install-toxiproxy.sh
+	TOXIPROXY=$(CURDIR)/.tools/bin/toxiproxy-server BARNABAS_TEST_REPLICATION_CYCLES=$(CYCLES) BARNABAS_TEST_REPLICATION_SPLIT=0 BARNABAS_TEST_REPLICATION_FAULTS="$(FAULTS)" $(BIN)/pytest tests/fault $(PYTEST_ARGS)
 
 # Coverage-guided fuzzing (docs/testing.md, "Fuzzing"): every target for FUZZ_RUNS inputs (FUZZ_TARGET for
 # one), then the stateful tests at length. atheris (libFuzzer in its wheel) is installed here only.
@@ -75,4 +77,4 @@ bench: $(BENCH_STAMP) system-deps
 	$(BIN)/barnabas bench compare $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) barnabas-data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) barnabas-data .pytest_cache .mypy_cache .ruff_cache .tools

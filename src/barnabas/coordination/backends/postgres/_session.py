@@ -10,10 +10,12 @@ Rules this module keeps:
 - What a renewal attempt saw becomes a state in one function, :func:`session_state`:
   renewed → CONNECTED; row gone or expired → LOST; unreachable or no answer → SUSPENDED while the
   lease may still hold, LOST once it surely has not (``ttl`` after the last renewal's *answer*: the
-  server set ``expires_at`` before answering). An attempt never waits longer than ttl/3, so a hung
-  server is noticed (SUSPENDED) at the latest 2·ttl/3 after the last renewal, before the lease ends.
-  While SUSPENDED the renewal is retried every 0.1 s, so a server back within the TTL makes the
-  session CONNECTED again at once.
+  server set ``expires_at`` before answering). An attempt may take until then: over a slow link a
+  renewal answered after a second still renews, and a connection opened again after a timeout
+  (several round trips) still has the time to. An attempt unanswered for ttl/3 makes the session
+  SUSPENDED while it goes on, so a hung server is noticed at the latest 2·ttl/3 after the last
+  renewal, before the lease ends. After a failed attempt the renewal is retried every 0.1 s, so a
+  server back within the TTL makes the session CONNECTED again at once.
 - On LOST the owner deletes the row itself if it can (its keys go now rather than at the next
   reap); if the server is down, the first reaper after it returns does it.
 """
@@ -90,11 +92,14 @@ class PostgresSession(SessionBase):
             renewal = Renewal.UNREACHABLE
             lease_left = self._lease_end - started
             if lease_left > 0:
+                slow = loop.call_later(self.interval_s, self._set_state, SessionState.SUSPENDED)
                 try:
-                    alive = await self._owner._renew_session(self.id, min(self.interval_s, lease_left))
+                    alive = await self._owner._renew_session(self.id, lease_left)
                     renewal = Renewal.RENEWED if alive else Renewal.ENDED
                 except CoordinationError as exc:
                     log.debug("session %s keepalive failed: %s", self.id, exc)
+                finally:
+                    slow.cancel()
             now = loop.time()
             if renewal is Renewal.RENEWED:
                 self._lease_end = now + self.ttl_s
