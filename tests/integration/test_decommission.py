@@ -122,6 +122,8 @@ def test_decommission_moves_every_replica_off_the_broker_and_loses_nothing(clust
     # Its id is free: a broker 2 on a new, empty disk starts without --replace, and is not cordoned.
     shutil.rmtree(cluster.brokers[2].data_dir)
     cluster.brokers[2].start()
+    # It serves before the controller has seen it register: placement counts registered brokers.
+    cluster.wait_for(lambda md: len(md.brokers) == 3, "broker 2 registered again")
     cluster.create_topic("reused", 3, 3)
 
 
