@@ -3,10 +3,7 @@
 The view is refreshed from a Metadata request to any reachable broker (the known ones first,
 then the bootstrap addresses): at start, every ``metadata.max.age.ms``, and whenever routing finds
 it stale (a partition without a known leader, NOT_LEADER_OR_FOLLOWER, a broker that cannot be
-reached). Concurrent refreshes share one request. Every Metadata answer relayed to a client is
-taken in too (``learn``), for the topics it names: a client asks when its own view went stale, and
-the answer costs the proxy no request of its own (refreshing before relaying it added a whole
-cluster's Metadata to every client's). Group and transaction coordinators are learnt
+reached). Concurrent refreshes share one request. Group and transaction coordinators are learnt
 from the FindCoordinator answers the proxy relays and forgotten on NOT_COORDINATOR; until then a
 key's coordinator is the leader of its partition of ``__consumer_offsets`` or
 ``__transaction_state`` (``coordinators``: Kafka's rule).
@@ -165,38 +162,6 @@ class ClusterView:
         self.partitions = partitions
         self._count_internal_partitions()
         self.refreshed_at = time.monotonic()
-
-    def learn(self, response: Any) -> None:
-        """Take in a Metadata answer relayed to a client: its brokers, controller and the topics it names.
-
-        A client asks for Metadata when its view went stale, so the answer is the freshest news there
-        is, for the topics it names; the others stay as they are. A partition the view knows at a
-        later leader epoch than the answer's (an answer from a broker behind the others) keeps its
-        leader; racks and the controller stay known when the answer's version has none.
-        """
-        self.brokers = {
-            int(b.node_id): BrokerAddress(
-                int(b.node_id), b.host, int(b.port), getattr(b, "rack", None) or self.rack_of(int(b.node_id))
-            )
-            for b in response.brokers
-        }
-        if hasattr(response, "controller_id"):
-            self.controller_id = int(response.controller_id)
-        for topic in response.topics:
-            if topic.name is None or topic.error_code != 0:
-                continue
-            topic_id = getattr(topic, "topic_id", None)
-            if topic_id is not None and topic_id.int != 0:
-                self.topic_ids[topic.name] = topic_id
-                self.topic_names[topic_id] = topic.name
-            for p in topic.partitions:
-                key = (topic.name, int(p.partition_index))
-                epoch = int(getattr(p, "leader_epoch", -1))
-                known = self.partitions.get(key)
-                if known is None or epoch < 0 or epoch >= known.leader_epoch:
-                    leader = int(p.leader_id)
-                    self.partitions[key] = PartitionInfo(leader, epoch, len(p.replica_nodes), len(p.isr_nodes))
-        self._count_internal_partitions()
 
     def apply_store(
         self,

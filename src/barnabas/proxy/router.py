@@ -171,7 +171,8 @@ class Router:
         if route in (Route.FAN_OUT, Route.OWN_BROKERS):
             return await self._fan_out(turn, frame, route)
         if api_key == METADATA:
-            return await self._rewritten(turn, frame, rewrite_metadata, learn=True)
+            await self._refresh()  # a client asking may have found the view stale: so may the proxy's
+            return await self._rewritten(turn, frame, rewrite_metadata)
         if api_key == DESCRIBE_CLUSTER:
             return await self._rewritten(turn, frame, rewrite_describe_cluster)
         return await self._relay_to(turn, await self._any_broker(), frame, correlation_id)
@@ -345,17 +346,11 @@ class Router:
         frame: bytes | memoryview,
         rewrite: Callable[[Any, int, ClusterView, ProxyNodes], Any],
         broker: BrokerAddress | None = None,
-        *,
-        learn: bool = False,
     ) -> Answer:
-        """Relay to ``broker`` (any broker when None) and answer with its response rewritten; ``learn``:
-        the proxy's view takes the answer in first (a Metadata answer: what the client asked for is what
-        the proxy needs next, fresher than its view, and learning it costs no request of its own)."""
+        """Relay to ``broker`` (any broker when None) and answer with its response rewritten."""
         api_key, version, correlation_id = peek_header(frame)
         payload = await self._relay_or_close(turn, broker or await self._any_broker(), frame)
         _, response = decode_response(api_key, version, payload)
-        if learn:
-            self.view.learn(response)
         return encode_response(correlation_id, rewrite(response, version, self.view, self.nodes))
 
     async def _find_coordinator(

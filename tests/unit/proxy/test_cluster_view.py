@@ -8,7 +8,7 @@ from barnabas.cluster import BrokerEndpoint, BrokerInfo
 from barnabas.proxy.cluster_view import BrokerAddress, ClusterView, PartitionInfo
 from barnabas.proxy.links import BrokerLinks
 
-from .wire import EVENTS_ID, METADATA, ORDERS_ID, TOPICS, cluster_view, metadata_response, response_over_wire
+from .wire import METADATA, ORDERS_ID, cluster_view, metadata_response, response_over_wire
 
 
 def empty_view() -> ClusterView:
@@ -102,27 +102,3 @@ def test_the_store_view_keeps_to_the_listener_the_metadata_answered_with() -> No
         1: BrokerAddress(1, "broker-1.example", 9093, "r1"),
         2: BrokerAddress(2, "broker-2.example", 9193, "r1"),
     }, "broker 3 has no CLIENTS listener: left out, as Kafka's Metadata leaves it out"
-
-
-def test_a_relayed_answer_teaches_the_view_the_topics_it_names_and_forgets_nothing_else() -> None:
-    view = cluster_view({"orders": TOPICS["orders"]})
-    moved = {"orders": (ORDERS_ID, [(1, 103, [102, 103, 101], [103, 101])]), "events": TOPICS["events"]}
-    view.learn(response_over_wire(METADATA, 12, metadata_response(12, topics=moved)))
-    assert view.leader("orders", 1) == view.brokers[103]  # the same leader epoch (7): the answer is as new
-    assert view.leader("orders", 0) == view.brokers[101]  # not in the answer: kept
-    assert view.topic_ids["events"] == EVENTS_ID and view.topic_names[EVENTS_ID] == "events"
-    assert view.leader("events", 0) is not None
-
-
-def test_a_relayed_answer_older_than_the_view_does_not_roll_a_leader_back() -> None:
-    view = cluster_view()
-    view.partitions[("orders", 1)] = PartitionInfo(leader_id=101, leader_epoch=9, replicas=3, isr=2)
-    view.learn(response_over_wire(METADATA, 12, metadata_response(12)))  # orders/1 led by 102 at epoch 7
-    assert view.leader("orders", 1) == view.brokers[101]
-
-
-def test_a_relayed_answer_without_racks_keeps_the_racks_the_view_knows() -> None:
-    view = cluster_view()
-    view.learn(response_over_wire(METADATA, 0, metadata_response(0)))
-    assert (view.rack_of(101), view.rack_of(103)) == ("r1", "r2")
-    assert view.controller_id == 102  # v0 has no controller: the one known stays
