@@ -68,6 +68,9 @@ class ProxyNodes:
         self.me = next(node for node in self.nodes if (node.host, node.port) == me[:2])
         self._up: frozenset[int] = frozenset(node.node_id for node in self.nodes)
         self._rankings: dict[bytes, tuple[ProxyNode, ...]] = {}
+        #: spread()'s answers while the nodes and the up set stay as they are (a Metadata answer asks
+        #: twice per partition).
+        self._spreads: dict[tuple[bytes, int, str | None], tuple[ProxyNode, ...]] = {}
 
     @classmethod
     def alone(cls, me: ProxyNode) -> ProxyNodes:
@@ -76,6 +79,7 @@ class ProxyNodes:
         nodes.me = me
         nodes.nodes = (me,)
         nodes._up = frozenset({me.node_id})
+        nodes._spreads = {}
         return nodes
 
     def replace(self, nodes: Iterable[ProxyNode]) -> bool:
@@ -88,6 +92,7 @@ class ProxyNodes:
         self.nodes = replaced
         self._up = frozenset(by_id)
         self._rankings = {}
+        self._spreads = {}
         return True
 
     def up(self) -> tuple[ProxyNode, ...]:
@@ -99,6 +104,8 @@ class ProxyNodes:
         up = frozenset(node_ids) | {self.me.node_id}
         changed = up != self._up
         self._up = up
+        if changed:
+            self._spreads = {}
         return changed
 
     def pick(self, key: bytes, rack: str | None = None) -> ProxyNode:
@@ -112,9 +119,15 @@ class ProxyNodes:
         """
         if count <= 0:
             return ()
-        up = [node for node in self._ranking(key) if node.node_id in self._up or node is self.me]
-        first = next((node for node in up if rack is not None and node.rack == rack), up[0])
-        return (first, *[node for node in up if node is not first][: count - 1])
+        spread = self._spreads.get((key, count, rack))
+        if spread is None:
+            if len(self._spreads) >= _RANKINGS_KEPT:
+                self._spreads.clear()
+            up = [node for node in self._ranking(key) if node.node_id in self._up or node is self.me]
+            first = next((node for node in up if rack is not None and node.rack == rack), up[0])
+            spread = (first, *[node for node in up if node is not first][: count - 1])
+            self._spreads[(key, count, rack)] = spread
+        return spread
 
     def _ranking(self, key: bytes) -> tuple[ProxyNode, ...]:
         """Every node, the best score for ``key`` first (it depends on nothing else, so it is kept)."""

@@ -51,13 +51,13 @@ from .fetch_merge import merge_fetch_entries
 from .keyed import BATCHED, answered_entries, keys_of, merge_keyed, split_keys
 from .links import BrokerLinks
 from .listings import merge_listings, nothing_listed, own_brokers
+from .metadata_answer import encode_metadata_answer
 from .nodes import ProxyNodes
 from .rewrite import (
     rewrite_describe_cluster,
     rewrite_fetch,
     rewrite_find_coordinator,
     rewrite_list_partition_reassignments,
-    rewrite_metadata,
     rewrite_produce,
 )
 from .routes import INTERNAL, ROUTES, UNDERSTOOD, Route, api_name
@@ -172,7 +172,9 @@ class Router:
             return await self._fan_out(turn, frame, route)
         if api_key == METADATA:
             await self._refresh()  # a client asking may have found the view stale: so may the proxy's
-            return await self._rewritten(turn, frame, rewrite_metadata)
+            payload = await self._relay_or_close(turn, await self._any_broker(), frame)
+            _, response = decode_response(api_key, version, payload)
+            return encode_metadata_answer(correlation_id, response, version, self.view, self.nodes)
         if api_key == DESCRIBE_CLUSTER:
             return await self._rewritten(turn, frame, rewrite_describe_cluster)
         return await self._relay_to(turn, await self._any_broker(), frame, correlation_id)

@@ -158,8 +158,15 @@ def test_every_field_left_alone_is_one_the_walk_finds() -> None:
         assert names <= found, (ROUTES[api_key][0], names - found)
 
 
+#: Rewrites the router applies through a faster twin, proven byte-identical in its own test.
+FAST_TWINS = {"rewrite_metadata": "encode_metadata_answer"}  # test_metadata_answer.py
+
+
 def test_the_router_uses_every_rewrite() -> None:
     from barnabas.proxy import rewrite, router
 
-    unused = [name for name in rewrite.__all__ if name.startswith("rewrite_") and not hasattr(router, name)]
+    unused = [
+        name for name in rewrite.__all__
+        if name.startswith("rewrite_") and not hasattr(router, FAST_TWINS.get(name, name))
+    ]  # fmt: skip
     assert not unused, f"rewrites the router never calls: {unused}"
