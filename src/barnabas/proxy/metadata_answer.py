@@ -34,7 +34,7 @@ def encode_metadata_answer(
         MetadataTopic(
             int(topic.error_code),
             topic.name,
-            getattr(topic, "topic_id", NO_TOPIC_ID),
+            getattr(topic, "topic_id", None) or NO_TOPIC_ID,  # kio decodes the zero id (an errored topic's) as None
             bool(getattr(topic, "is_internal", False)),
             [_partition(p, view, nodes, topic.name) for p in topic.partitions],
             int(getattr(topic, "topic_authorized_operations", OPERATIONS_OMITTED)),

@@ -13,8 +13,9 @@ from .wire import METADATA, cluster_view, metadata_response, proxy_nodes, respon
 
 @pytest.mark.parametrize("version", range(13))
 @pytest.mark.parametrize("me", ["proxy-a", "proxy-b"])
-def test_the_fast_answer_is_the_rewritten_answer_kio_would_encode(version: int, me: str) -> None:
-    response = response_over_wire(METADATA, version, metadata_response(version, offline=(103,)))
+@pytest.mark.parametrize("topic_ids", [True, False], ids=["topic-ids", "zero-ids"])  # zero decodes to None
+def test_the_fast_answer_is_the_rewritten_answer_kio_would_encode(version: int, me: str, topic_ids: bool) -> None:
+    response = response_over_wire(METADATA, version, metadata_response(version, offline=(103,), topic_ids=topic_ids))
     view, nodes = cluster_view(), proxy_nodes(me)
     expected = encode_response(41, rewrite_metadata(response, version, view, nodes))
     assert encode_metadata_answer(41, response, version, view, nodes) == expected
