@@ -68,7 +68,9 @@ def test_a_leader_restarted_within_its_session_after_losing_unflushed_writes_los
     admin = cluster.admin()
     for future in admin.create_topics([NewTopic(TOPIC, num_partitions=3, replica_assignment=assignment)]).values():
         future.result(timeout=30)
-    cluster.wait_for(lambda md: cluster.fully_replicated(md, TOPIC), f"{TOPIC} fully replicated")
+    # Asked of the bystander, which is asked below: another broker may see the topic whole first.
+    ask = [cluster.brokers[bystander]]
+    cluster.wait_for(lambda md: cluster.fully_replicated(md, TOPIC), f"{TOPIC} fully replicated", ask=ask)
     led_before = leaders_and_epochs(cluster.brokers[bystander], TOPIC)
     assert led_before[0][0] == victim and led_before[1][0] == victim, led_before
 
