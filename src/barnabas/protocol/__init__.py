@@ -35,6 +35,7 @@ from ._fetch_response_entries import (
 from ._fetch_response_scan import fetch_response_names_nodes
 from ._framing import LARGE_FRAME, NEED_DATA, BufferPool, FrameReader, NeedData
 from ._metadata_response import (
+    AUTHORIZED_OPERATIONS_OMITTED,
     MetadataBroker,
     MetadataPartition,
     MetadataTopic,
@@ -76,6 +77,7 @@ from ._responses import encode_api_versions_error, encode_response, frame_with_h
 from ._throttle import with_throttle_time
 
 __all__ = [
+    "AUTHORIZED_OPERATIONS_OMITTED",
     "BATCH_HEADER_SIZE",
     "DELETE_HORIZON_FLAG",
     "LARGE_FRAME",

@@ -12,17 +12,21 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from barnabas.protocol import MetadataBroker, MetadataPartition, MetadataTopic, encode_metadata_response
+from barnabas.protocol import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    MetadataBroker,
+    MetadataPartition,
+    MetadataTopic,
+    encode_metadata_response,
+)
 
 from .cluster_view import ClusterView
 from .nodes import ProxyNodes
-from .rewrite import node_of_broker, partition_key
+from .rewrite import metadata_partition_nodes, node_of_broker
 
 __all__ = ["encode_metadata_answer"]
 
 NO_TOPIC_ID = uuid.UUID(int=0)
-#: Kafka's "authorized operations not requested" (INT32_MIN), for versions without the field.
-OPERATIONS_OMITTED = -(2**31)
 
 
 def encode_metadata_answer(
@@ -37,39 +41,33 @@ def encode_metadata_answer(
             getattr(topic, "topic_id", None) or NO_TOPIC_ID,  # kio decodes the zero id (an errored topic's) as None
             bool(getattr(topic, "is_internal", False)),
             [_partition(p, view, nodes, topic.name) for p in topic.partitions],
-            int(getattr(topic, "topic_authorized_operations", OPERATIONS_OMITTED)),
+            int(getattr(topic, "topic_authorized_operations", AUTHORIZED_OPERATIONS_OMITTED)),
         )
         for topic in response.topics
     ]
-    controller = int(getattr(response, "controller_id", -1))
+    controller = node_of_broker(view, nodes, int(response.controller_id)) if hasattr(response, "controller_id") else -1
     throttle = getattr(response, "throttle_time", None)
     return encode_metadata_response(
         version,
         correlation_id,
         brokers,
         getattr(response, "cluster_id", None),
-        node_of_broker(view, nodes, controller) if hasattr(response, "controller_id") else -1,
+        controller,
         topics,
         throttle_time_ms=round(throttle.total_seconds() * 1000) if throttle is not None else 0,
-        cluster_authorized_operations=int(getattr(response, "cluster_authorized_operations", OPERATIONS_OMITTED)),
+        cluster_authorized_operations=int(
+            getattr(response, "cluster_authorized_operations", AUTHORIZED_OPERATIONS_OMITTED)
+        ),
     )
 
 
 def _partition(partition: Any, view: ClusterView, nodes: ProxyNodes, topic: str | None) -> MetadataPartition:
-    replica_count, isr_count = len(partition.replica_nodes), len(partition.isr_nodes)
+    error_code, index = int(partition.error_code), int(partition.partition_index)
     epoch = int(getattr(partition, "leader_epoch", -1))
-    offline = tuple(getattr(partition, "offline_replicas", ()))
     if topic is None:  # a lookup by an unknown topic id: nothing to map
         return MetadataPartition(
-            int(partition.error_code), int(partition.partition_index), int(partition.leader_id), epoch,
-            tuple(partition.replica_nodes), tuple(partition.isr_nodes), offline,
+            error_code, index, int(partition.leader_id), epoch, tuple(partition.replica_nodes),
+            tuple(partition.isr_nodes), tuple(getattr(partition, "offline_replicas", ())),
         )  # fmt: skip
-    key = partition_key(view, topic, int(partition.partition_index))
-    rack = view.rack_of(int(partition.leader_id))
-    replicas = nodes.spread(key, replica_count, rack)
-    isr = nodes.spread(key, isr_count, rack)
-    leader = replicas[0].node_id if int(partition.leader_id) >= 0 and replicas else -1
-    return MetadataPartition(
-        int(partition.error_code), int(partition.partition_index), leader, epoch,
-        tuple(n.node_id for n in replicas), tuple(n.node_id for n in isr), (),
-    )  # fmt: skip
+    leader, replicas, isr = metadata_partition_nodes(partition, view, nodes, topic)
+    return MetadataPartition(error_code, index, leader, epoch, replicas, isr, ())

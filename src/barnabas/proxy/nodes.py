@@ -79,7 +79,6 @@ class ProxyNodes:
         nodes.me = me
         nodes.nodes = (me,)
         nodes._up = frozenset({me.node_id})
-        nodes._spreads = {}
         return nodes
 
     def replace(self, nodes: Iterable[ProxyNode]) -> bool:

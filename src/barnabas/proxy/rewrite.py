@@ -129,17 +129,22 @@ def rewrite_metadata(response: Any, version: int, view: ClusterView, nodes: Prox
     return dataclasses.replace(response, **changes)
 
 
-def _metadata_partition(partition: Any, view: ClusterView, nodes: ProxyNodes, topic: str) -> Any:
+def metadata_partition_nodes(
+    partition: Any, view: ClusterView, nodes: ProxyNodes, topic: str
+) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """The proxy nodes a Metadata partition names instead of brokers: its leader, replicas and ISR."""
     leader_id = int(partition.leader_id)
     key = partition_key(view, topic, int(partition.partition_index))
     rack = view.rack_of(leader_id)
     replicas = nodes.spread(key, len(partition.replica_nodes), rack)
     isr = nodes.spread(key, len(partition.isr_nodes), rack)
-    changes: dict[str, Any] = {
-        "leader_id": replicas[0].node_id if leader_id >= 0 and replicas else -1,
-        "replica_nodes": tuple(n.node_id for n in replicas),
-        "isr_nodes": tuple(n.node_id for n in isr),
-    }
+    leader = replicas[0].node_id if leader_id >= 0 and replicas else -1
+    return leader, tuple(n.node_id for n in replicas), tuple(n.node_id for n in isr)
+
+
+def _metadata_partition(partition: Any, view: ClusterView, nodes: ProxyNodes, topic: str) -> Any:
+    leader, replicas, isr = metadata_partition_nodes(partition, view, nodes, topic)
+    changes: dict[str, Any] = {"leader_id": leader, "replica_nodes": replicas, "isr_nodes": isr}
     if hasattr(partition, "offline_replicas"):
         changes["offline_replicas"] = ()
     return dataclasses.replace(partition, **changes)
