@@ -66,7 +66,7 @@ class WallClock:
         directory.mkdir(parents=True, exist_ok=True)
         self._offset_file = directory / "wall-clock-offset"
         self.offset_s = 0.0
-        self._write(0.0)
+        self._store(0.0)  # no process follows it yet: nothing to wait for
 
     def env(self) -> dict[str, str]:
         """What a process's environment needs for its wall clock to follow this one."""
@@ -75,15 +75,15 @@ class WallClock:
 
     def step(self, seconds: float) -> None:
         """Jump the clock by ``seconds`` (back if negative) from where it stands; every process has it on return."""
-        self._write(self.offset_s + seconds)
+        self._store(self.offset_s + seconds)
+        time.sleep(SHIM_REREAD_S * 1.5)  # the shim's re-read period: after it, no process holds the old offset
 
     def reset(self) -> None:
         """Put the clock back on the system's time; every process has it on return."""
-        self._write(0.0)
+        self.step(-self.offset_s)
 
-    def _write(self, offset_s: float) -> None:
+    def _store(self, offset_s: float) -> None:
         staged = self._offset_file.with_suffix(".new")
         staged.write_text(f"{round(offset_s * 1e9)}\n")
         staged.replace(self._offset_file)  # the shim reads the whole file or the old one, never half
         self.offset_s = offset_s
-        time.sleep(SHIM_REREAD_S * 1.5)  # the shim's re-read period: after it, no process holds the old offset

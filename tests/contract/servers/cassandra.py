@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -41,16 +42,12 @@ def cassandra_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cassa
     try:
         lib_dir = build_cassandra(BUILD_SCRIPT, LIB_DIR)
     except RuntimeError as exc:
-        reason = f"no Cassandra node for the tests: {exc}"
-        print(reason)
-        pytest.skip(reason)
+        _skip_without("Cassandra node", exc)
     server = CassandraServer(tmp_path_factory.mktemp("cassandra-server"), lib_dir)
     try:
         server.start()
     except RuntimeError as exc:
-        reason = f"no Cassandra node for the tests: {exc}"
-        print(reason)
-        pytest.skip(reason)
+        _skip_without("Cassandra node", exc)
     print(f"cassandra node {server.endpoint} (pid {server.pid}) accepted CQL after {server.started_in_s:.1f} s")
     yield server
     server.stop()
@@ -66,9 +63,14 @@ def cassandra_ring(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cassand
         began = time.monotonic()
         ring.start()
     except RuntimeError as exc:
-        reason = f"no Cassandra ring for the tests: {exc}"
-        print(reason)
-        pytest.skip(reason)
+        _skip_without("Cassandra ring", exc)
     print(f"cassandra ring {ring.url_for()} joined after {time.monotonic() - began:.1f} s")
     yield ring
     ring.stop()
+
+
+def _skip_without(what: str, exc: RuntimeError) -> NoReturn:
+    """Skip, saying why, in the output too (a skip reason alone is easy to miss in a long run)."""
+    reason = f"no {what} for the tests: {exc}"
+    print(reason)
+    pytest.skip(reason)
