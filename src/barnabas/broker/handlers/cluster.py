@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from barnabas.protocol import ErrorCode, Request, encode_response
+from barnabas.protocol import AUTHORIZED_OPERATIONS_OMITTED, ErrorCode, Request, encode_response
 from barnabas.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 from ..registry import ApiSpec
@@ -21,8 +21,6 @@ from ._view import view_of
 
 API_KEY = 60
 BROKERS_ENDPOINT = 1
-#: Kafka's authorized-operations value when they were not asked for (INT32_MIN).
-OPERATIONS_NOT_ASKED = -(2**31)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,7 +34,7 @@ def handle(state: ClusterNeeds, request: Request) -> bytes:
     types = response_types(API_KEY, request.header.api_version)
     body = view_of(DescribeClusterRequest, request.body)
     endpoint_type = body.endpoint_type
-    operations = OPERATIONS_NOT_ASKED
+    operations = AUTHORIZED_OPERATIONS_OMITTED
     if body.include_cluster_authorized_operations:
         # AuthHelper.computeDescribeClusterResponse: only to a principal that may DESCRIBE the cluster
         operations = 0
@@ -62,7 +60,7 @@ def handle(state: ClusterNeeds, request: Request) -> bytes:
             cluster_id=state.node.cluster_id,
             controller_id=-1,
             brokers=(),
-            cluster_authorized_operations=OPERATIONS_NOT_ASKED,
+            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
         )
     else:
         response = make(

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from barnabas.groups import GroupState
-from barnabas.protocol import ErrorCode, Request, encode_response
+from barnabas.protocol import AUTHORIZED_OPERATIONS_OMITTED, ErrorCode, Request, encode_response
 from barnabas.security.acl import AclOperation, ResourceType
 
 from ..registry import ApiSpec
@@ -26,8 +26,6 @@ from ._needs import GroupNeeds
 from ._view import view_of
 
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
-#: "Not requested" for authorized operations (Kafka's Integer.MIN_VALUE).
-NO_OPERATIONS = -(2**31)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,7 +97,7 @@ def handle_describe_groups(state: GroupNeeds, request: Request) -> bytes:
                     protocol_type="",
                     protocol_data="",
                     members=(),
-                    authorized_operations=NO_OPERATIONS,
+                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
                 )
             )
             continue
@@ -127,7 +125,9 @@ def handle_describe_groups(state: GroupNeeds, request: Request) -> bytes:
                 protocol_data=protocol,
                 members=members,
                 authorized_operations=(
-                    authorized_operations(state, ResourceType.GROUP, group_id) if with_ops else NO_OPERATIONS
+                    authorized_operations(state, ResourceType.GROUP, group_id)
+                    if with_ops
+                    else AUTHORIZED_OPERATIONS_OMITTED
                 ),
             )
         )

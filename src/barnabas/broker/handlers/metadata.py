@@ -23,6 +23,7 @@ from typing import cast
 
 from barnabas.cluster import Topic, topic_name_problem
 from barnabas.protocol import (
+    AUTHORIZED_OPERATIONS_OMITTED,
     ErrorCode,
     MetadataBroker,
     MetadataPartition,
@@ -42,8 +43,6 @@ from ._view import view_of
 
 API_KEY = 3
 ZERO_UUID = uuid.UUID(int=0)
-#: Kafka's authorized-operations value when they were not asked for (INT32_MIN).
-OPERATIONS_NOT_ASKED = -(2**31)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -187,7 +186,7 @@ async def handle(state: ClusterNeeds, request: Request) -> bytes:
         MetadataBroker(info.broker_id, endpoint.host, endpoint.port, info.rack)
         for _, (info, endpoint) in sorted(state.node.brokers_on(LISTENER_NAME.get()).items())
     ]
-    cluster_operations = OPERATIONS_NOT_ASKED
+    cluster_operations = AUTHORIZED_OPERATIONS_OMITTED
     if 8 <= version <= 10 and body.include_cluster_authorized_operations:
         cluster_operations = 0
         if cluster_allowed(state, AclOperation.DESCRIBE):
