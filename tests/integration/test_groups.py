@@ -19,6 +19,7 @@ import queue
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -163,8 +164,9 @@ class Member:
         self, bootstrap: str, topic: str, group: str, *extra: str, command: tuple[str, ...] = PYTHON_MEMBER
     ) -> None:
         command = (*command, "--bootstrap", bootstrap, "--topic", topic, "--group", group, *extra)
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in leave and stop) the client's own log
         self.proc = subprocess.Popen(
-            command, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+            command, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True
         )
         self.assigned: frozenset[int] = frozenset()
         self.errors: list[str] = []
@@ -188,11 +190,17 @@ class Member:
             else:
                 self.errors.append(report["error"])
 
+    def stderr_tail(self, size: int = 2000) -> str:
+        self._stderr.seek(0, os.SEEK_END)
+        self._stderr.seek(max(self._stderr.tell() - size, 0))
+        return self._stderr.read().decode(errors="replace")
+
     def leave(self) -> None:
         """Close cleanly (LeaveGroup) and wait for the process to end."""
         assert self.proc.stdin is not None
         self.proc.stdin.close()
         assert self.proc.wait(timeout=60) == 0
+        self._stderr.close()
 
     def crash(self) -> None:
         os.kill(self.proc.pid, signal.SIGKILL)
@@ -202,6 +210,7 @@ class Member:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=10)
+        self._stderr.close()
 
 
 @pytest.fixture(scope="session")
@@ -246,7 +255,9 @@ def wait_for_split(live: list[Member], partitions: int, what: str, timeout_s: fl
         owned = [p for m in live for p in m.assigned]
         if sorted(owned) == list(range(partitions)) and all(m.assigned for m in live[:partitions]):
             return
-        assert time.monotonic() < deadline, f"timed out waiting for {what}: {[sorted(m.assigned) for m in live]}"
+        if time.monotonic() >= deadline:
+            idle = "".join(f"\n--- a member owning nothing:\n{m.stderr_tail()}" for m in live if not m.assigned)
+            pytest.fail(f"timed out waiting for {what}: {[sorted(m.assigned) for m in live]}{idle}")
         time.sleep(0.05)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import signal
 import sys
 import threading
@@ -139,6 +140,8 @@ def main() -> int:
     parser.add_argument("--instance-id", default=None)
     parser.add_argument("--session-ms", type=int, default=6000)
     args = parser.parse_args()
+    # The client's own log goes to stderr, which the test shows when a member never gets its share.
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
