@@ -8,6 +8,8 @@ TEST_STAMP := $(VENV)/.test-$(PYPROJECT_HASH)
 BENCH_STAMP := $(VENV)/.bench-$(PYPROJECT_HASH)
 BENCH_ARGS ?=
 PYTEST_ARGS ?=
+# make test's pytest-xdist workers (tests/support/scheduling.py shares the files out, longest first).
+TEST_WORKERS ?= 2
 
 .PHONY: run test lint test-deps system-deps unit fault fuzz bench clean
 
@@ -47,7 +49,7 @@ lint: $(TEST_STAMP)
 	$(BIN)/lint-imports
 
 test: test-deps lint
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --max-worker-restart=0 $(PYTEST_ARGS)
 
 unit: $(TEST_STAMP)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)

@@ -11,6 +11,7 @@ from tests.contract.servers.etcd import etcd_server  # noqa: F401 - coordination
 from tests.contract.servers.zookeeper import zookeeper_server  # noqa: F401
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import BrokerCluster
+from tests.support.scheduling import LongestFirstScheduling, run_rank
 
 
 @pytest.fixture
@@ -43,6 +44,17 @@ def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPr
     process = BrokerProcess(tmp_path_factory.mktemp("shared-broker") / "data").start()
     yield process
     process.kill()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first, the unit tests last (tests/support/scheduling.py says why)."""
+    items.sort(key=lambda item: run_rank(item.nodeid))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LongestFirstScheduling:
+    config.option.loadscopereorder = False  # keep the order pytest_collection_modifyitems made
+    return LongestFirstScheduling(config, log)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
