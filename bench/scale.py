@@ -1,7 +1,9 @@
-"""Scale: many partitions on one broker and on a 3-broker cluster, many connections on one broker.
+"""Scale: many partitions on one broker and on a 3-broker cluster, many connections on one broker,
+and the recovery of a crashed broker with many gigabytes of logs; barnabas beside Apache Kafka.
 
-Real ``barnabas broker`` processes on the embedded SQLite store, measured from outside as a client
-and an operator see them:
+Real ``barnabas broker`` processes on the embedded SQLite store and, in the same run, one Apache
+Kafka 4.x node (KRaft, broker and controller in one JVM, started as ``bench compare`` starts it, with
+the same settings), measured from outside as a client and an operator see them:
 
 1. Partitions on one broker (``--partitions``, 10,000 by default, as topics of 100 partitions,
    replication factor 1): the time to create them, a Metadata request for every topic (median of
@@ -10,22 +12,29 @@ and an operator see them:
 2. Connections on one broker (``--connections``, 10,000): the time to open that many client
    connections, each sending ApiVersions and reading the answer; the broker's RSS with them open;
    a Metadata request of another client meanwhile.
-3. Partitions on a 3-broker cluster (``--cluster-partitions``, 100,000 by default, replication
+3. Recovery (``--recovery-gb``, 10): that many gigabytes produced (acks=1, 100 KB records) to a
+   10-partition topic, the broker killed (SIGKILL) and started again: the time until every
+   partition is led and its high watermark is back where the acknowledged records put it.
+4. Partitions on a 3-broker cluster (``--cluster-partitions``, 100,000 by default, replication
    factor 1, spread by the controller): creation time, Metadata time, each broker's RSS, and the
    controller failover time (SIGKILL the controller; until another broker answers as controller and
-   every partition the victim did not hold is still led).
+   every partition the victim did not hold is still led). barnabas only.
 
-Writes ``bench/results/scale.json`` and ``scale.md``:
+Parts 1-3 run on every system of ``--systems`` (barnabas,kafka); the report puts them side by side
+with barnabas ÷ Kafka. Writes ``bench/results/scale.json`` and ``scale.md``:
 
-    python bench/scale.py [--partitions 10000] [--connections 10000] [--cluster-partitions 100000]
+    python bench/scale.py [--systems barnabas,kafka] [--partitions 10000] [--connections 10000]
+        [--recovery-gb 10] [--cluster-partitions 100000] [--only partitions,connections,recovery,cluster]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import selectors
+import shutil
 import socket
 import statistics
 import struct
@@ -39,9 +48,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from barnabas.benchmark._connection_probe import rss_kib  # noqa: E402
+from barnabas.benchmark._kafka import KafkaCluster, find_kafka_lib  # noqa: E402
 from barnabas.benchmark._system import environment  # noqa: E402
 from barnabas.testing import FAST_FAILOVER, Broker, BrokerCluster  # noqa: E402
 
@@ -57,6 +68,47 @@ BROKER_SETTINGS = {
 #: Open files for this process and the brokers it starts: about three per partition (log, offset and time
 #: index of the active segment) and one per connection, as Kafka's sizing guides ask of a broker host.
 OPEN_FILES = 1 << 20
+SYSTEMS = ("barnabas", "kafka")
+RECOVERY_PARTITIONS = 10
+RECOVERY_RECORD_BYTES = 100_000
+
+
+class KafkaBroker:
+    """One Kafka node (KRaft: broker and controller in one JVM) with the Broker methods this script uses."""
+
+    def __init__(self, base: Path) -> None:
+        self.cluster = KafkaCluster(base, 1, find_kafka_lib(), dict(BROKER_SETTINGS))
+        self._formatted = False
+
+    @property
+    def bootstrap(self) -> str:
+        return self.cluster.bootstrap
+
+    @property
+    def pid(self) -> int | None:
+        return next(iter(self.cluster.pids), None)
+
+    def start(self) -> KafkaBroker:
+        """Format and start it the first time; later, start it again on its storage."""
+        if self._formatted:
+            self.cluster.restart()
+        else:
+            self.cluster.start()
+            self._formatted = True
+        return self
+
+    def stop(self) -> None:
+        self.cluster.stop()
+
+    def kill(self) -> None:
+        self.cluster.kill()
+
+
+def single_broker(system: str, directory: Path) -> Broker | KafkaBroker:
+    """One broker of ``system`` with its data under ``directory``, not started yet."""
+    if system == "kafka":
+        return KafkaBroker(directory)
+    return Broker(directory / "broker", 0, properties=BROKER_SETTINGS, start_timeout_s=900)
 
 
 def allow_open_files(wanted: int = OPEN_FILES) -> int:
@@ -109,7 +161,7 @@ def metadata_seconds(bootstrap: str, rounds: int = 5) -> float:
         began = time.monotonic()
         client.list_topics(timeout=120)
         times.append(time.monotonic() - began)
-    return round(statistics.median(times), 3)
+    return round(statistics.median(times), 4)
 
 
 def all_led(bootstrap: str, partitions: int, exclude: int | None = None) -> bool:
@@ -134,8 +186,8 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> No
         time.sleep(0.2)
 
 
-def one_broker_partitions(base: Path, partitions: int) -> dict[str, Any]:
-    broker = Broker(base / "broker", 0, properties=BROKER_SETTINGS, start_timeout_s=900).start()
+def one_broker_partitions(broker: Broker | KafkaBroker, partitions: int) -> dict[str, Any]:
+    broker.start()
     try:
         result: dict[str, Any] = {"partitions": partitions}
         result["create_s"] = timed(lambda: create_topics(broker.bootstrap, partitions, "scale"))
@@ -154,20 +206,22 @@ def one_broker_partitions(base: Path, partitions: int) -> dict[str, Any]:
         broker.kill()
 
 
-def one_broker_connections(base: Path, connections: int) -> dict[str, Any]:
-    broker = Broker(base / "connections", 0, properties=BROKER_SETTINGS).start()
+def one_broker_connections(broker: Broker | KafkaBroker, connections: int) -> dict[str, Any]:
+    broker.start()
     sockets: list[socket.socket] = []
     try:
         idle_rss = rss_mb(broker.pid)
         began = time.monotonic()
-        answered = open_connections(broker.port, connections, sockets)
+        answered = open_connections(port_of(broker.bootstrap), connections, sockets)
         opened_s = round(time.monotonic() - began, 2)
+        with_connections = rss_mb(broker.pid)
         result = {
             "connections": connections,
             "answered": answered,
             "open_and_answer_s": opened_s,
             "rss_idle_mb": idle_rss,
-            "rss_with_connections_mb": rss_mb(broker.pid),
+            "rss_with_connections_mb": with_connections,
+            "kib_per_connection": round((with_connections - idle_rss) * 1024 / max(answered, 1), 1),
             "metadata_meanwhile_s": metadata_seconds(broker.bootstrap),
         }
         return result
@@ -175,6 +229,82 @@ def one_broker_connections(base: Path, connections: int) -> dict[str, Any]:
         for sock in sockets:
             sock.close()
         broker.kill()
+
+
+def recovery_after_crash(broker: Broker | KafkaBroker, gigabytes: float) -> dict[str, Any]:
+    """Fill a topic with ``gigabytes``, kill -9 the broker, and time its return to every acknowledged record."""
+    broker.start()
+    try:
+        topic = "recovery"
+        client = admin(broker.bootstrap)  # kept: a destroyed client fails its futures
+        for future in client.create_topics([NewTopic(topic, RECOVERY_PARTITIONS, 1)]).values():
+            future.result(timeout=120)
+        wait_until(lambda: all_led(broker.bootstrap, RECOVERY_PARTITIONS), 120, "the recovery topic led")
+        began = time.monotonic()
+        acknowledged = produce_bytes(broker.bootstrap, topic, int(gigabytes * 1e9))
+        produce_s = time.monotonic() - began
+        broker.kill()
+        began = time.monotonic()
+        broker.start()
+        ready_s = round(time.monotonic() - began, 2)
+        wait_until(lambda: high_watermarks(broker.bootstrap, topic) == acknowledged, 1800, "every record back")
+        return {
+            "gigabytes": gigabytes,
+            "records": sum(acknowledged),
+            "produce_mb_per_s": round(sum(acknowledged) * RECOVERY_RECORD_BYTES / 1e6 / produce_s, 1),
+            "ready_s": ready_s,
+            "every_record_back_s": round(time.monotonic() - began, 2),
+        }
+    finally:
+        broker.kill()
+
+
+def produce_bytes(bootstrap: str, topic: str, total: int) -> list[int]:
+    """Produce ``total`` bytes of random 100 KB records round-robin over the partitions; acknowledged per partition."""
+    acknowledged = [0] * RECOVERY_PARTITIONS
+    failures: list[str] = []
+
+    def delivered(error: Any, message: Any) -> None:
+        if error is None:
+            acknowledged[message.partition()] += 1
+        else:
+            failures.append(str(error))
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 20, "batch.size": 1_000_000, "log_level": 0,
+         "queue.buffering.max.kbytes": 1_048_576, "message.max.bytes": 1_000_000}
+    )  # fmt: skip
+    value = os.urandom(RECOVERY_RECORD_BYTES)
+    for i in range(total // RECOVERY_RECORD_BYTES):
+        while True:
+            try:
+                producer.produce(topic, value, partition=i % RECOVERY_PARTITIONS, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    left = producer.flush(300)
+    del producer  # gone before the broker is killed: no reconnect noise
+    if left or failures:
+        raise RuntimeError(f"produce failed: {left} unsent, {failures[:3]}")
+    return acknowledged
+
+
+def high_watermarks(bootstrap: str, topic: str) -> list[int] | None:
+    """Each partition's high watermark, or None while the broker cannot say."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "scale-recovery", "log_level": 0})
+    try:
+        return [
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(RECOVERY_PARTITIONS)
+        ]
+    except Exception:
+        return None
+    finally:
+        consumer.close()
+
+
+def port_of(bootstrap: str) -> int:
+    return int(bootstrap.rsplit(":", 1)[1])
 
 
 def open_connections(port: int, count: int, sockets: list[socket.socket]) -> int:
@@ -237,40 +367,98 @@ def cluster_partitions(base: Path, partitions: int) -> dict[str, Any]:
         cluster.stop()
 
 
+#: The rows set side by side: (label, section, key, unit, scale to that unit).
+COMPARED = (
+    ("idle RSS", "connections", "rss_idle_mb", "MB", 1),
+    ("RSS with {partitions} partitions", "partitions", "rss_mb", "MB", 1),
+    ("all led after a clean restart ({partitions} partitions)", "partitions", "clean_restart_all_led_s", "s", 1),
+    ("all led after kill -9 ({partitions} partitions)", "partitions", "unclean_restart_all_led_s", "s", 1),
+    ("Metadata for {partitions} partitions", "partitions", "metadata_s", "ms", 1000),
+    ("memory per connection ({connections} open)", "connections", "kib_per_connection", "KiB", 1),
+    ("every record back after kill -9 with {gigabytes} GB of logs", "recovery", "every_record_back_s", "s", 1),
+)  # fmt: skip
+
+
+def compared_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """barnabas beside Kafka for each COMPARED measure both ran, with barnabas ÷ Kafka."""
+    rows = []
+    for label, section, key, unit, scale in COMPARED:
+        values = {}
+        for system in SYSTEMS:
+            value = results.get(system, {}).get(section, {}).get(key)
+            values[system] = None if value is None else round(value * scale, 3)
+        if all(v is None for v in values.values()):
+            continue
+        sizes = {**results.get("barnabas", {}).get(section, {}), **results.get("kafka", {}).get(section, {})}
+        ratio = values["barnabas"] / values["kafka"] if values["barnabas"] is not None and values["kafka"] else None
+        rows.append({"measure": label.format(**sizes), "unit": unit, **values, "ratio": ratio})
+    return rows
+
+
 def write_report(output: Path, report: dict[str, Any]) -> None:
     output.mkdir(parents=True, exist_ok=True)
     (output / "scale.json").write_text(json.dumps(report, indent=2) + "\n")
     lines = ["# Scale", "", f"Run {report['run_at']} on {report['environment'].get('cpu', 'this machine')}.", ""]
-    for name, section in report["results"].items():
-        lines += [f"## {name}", "", "| measure | value |", "|---|---:|"]
-        lines += [f"| {key} | {value} |" for key, value in section.items()]
-        lines.append("")
+    lines += ["| measure | unit | barnabas | Kafka | barnabas ÷ Kafka |", "|---|---|---:|---:|---:|"]
+    for row in report["compared"]:
+        cells = [("—" if row[s] is None else f"{row[s]:g}") for s in SYSTEMS]
+        ratio = "—" if row["ratio"] is None else f"{row['ratio']:.2f}"
+        lines.append(f"| {row['measure']} | {row['unit']} | {cells[0]} | {cells[1]} | {ratio} |")
+    lines.append("")
+    for system, sections in report["results"].items():
+        for name, section in sections.items():
+            lines += [f"## {system}: {name}", "", "| measure | value |", "|---|---:|"]
+            lines += [f"| {key} | {value} |" for key, value in section.items()]
+            lines.append("")
     (output / "scale.md").write_text("\n".join(lines))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="barnabas and/or kafka, comma-separated")
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument("--connections", type=int, default=10_000)
+    parser.add_argument("--recovery-gb", type=float, default=10.0)
     parser.add_argument("--cluster-partitions", type=int, default=100_000)
-    parser.add_argument("--only", default="partitions,connections,cluster", help="which parts, comma-separated")
+    parser.add_argument(
+        "--only", default="partitions,connections,recovery,cluster", help="which parts, comma-separated"
+    )
     parser.add_argument("--output", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--work-dir", type=Path, default=None, help="keep the brokers' dirs and logs here")
     args = parser.parse_args()
     parts = {p.strip() for p in args.only.split(",")}
-    results: dict[str, Any] = {"limits": {"open_files": allow_open_files()}}
+    systems = [s.strip() for s in args.systems.split(",")]
+    if unknown := set(systems) - set(SYSTEMS):
+        parser.error(f"unknown systems: {', '.join(sorted(unknown))} (known: {', '.join(SYSTEMS)})")
+    limits = {"open_files": allow_open_files()}
+    results: dict[str, dict[str, Any]] = {system: {} for system in systems}
     with tempfile.TemporaryDirectory(prefix="barnabas-scale-") as tmp:
         base = args.work_dir or Path(tmp)
-        if "partitions" in parts:
-            results["partitions on one broker"] = one_broker_partitions(base, args.partitions)
-            print(results["partitions on one broker"], flush=True)
-        if "connections" in parts:
-            results["connections on one broker"] = one_broker_connections(base, args.connections)
-            print(results["connections on one broker"], flush=True)
-        if "cluster" in parts:
-            results["partitions on a 3-broker cluster"] = cluster_partitions(base, args.cluster_partitions)
-            print(results["partitions on a 3-broker cluster"], flush=True)
-    report = {"run_at": time.strftime("%Y-%m-%d %H:%M:%S"), "environment": environment(None), "results": results}
+        for system in systems:
+            found = results[system]
+            if "partitions" in parts:
+                found["partitions"] = one_broker_partitions(
+                    single_broker(system, base / system / "partitions"), args.partitions
+                )
+                print(system, "partitions", found["partitions"], flush=True)
+            if "connections" in parts:
+                found["connections"] = one_broker_connections(
+                    single_broker(system, base / system / "connections"), args.connections
+                )
+                print(system, "connections", found["connections"], flush=True)
+            if "recovery" in parts:
+                found["recovery"] = recovery_after_crash(
+                    single_broker(system, base / system / "recovery"), args.recovery_gb
+                )
+                print(system, "recovery", found["recovery"], flush=True)
+                shutil.rmtree(base / system / "recovery", ignore_errors=True)  # gigabytes of logs
+            if "cluster" in parts and system == "barnabas":
+                found["cluster"] = cluster_partitions(base / system, args.cluster_partitions)
+                print(system, "cluster", found["cluster"], flush=True)
+    report = {
+        "run_at": time.strftime("%Y-%m-%d %H:%M:%S"), "environment": environment(None), "limits": limits,
+        "results": results, "compared": compared_rows(results),
+    }  # fmt: skip
     write_report(args.output, report)
     return 0
 

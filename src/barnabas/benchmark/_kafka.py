@@ -222,6 +222,26 @@ class KafkaCluster:
             time.sleep(0.2)
         raise BenchError(f"Kafka: {seen} of {self.size} brokers registered after {_START_TIMEOUT_S:.0f} s")
 
+    def restart(self) -> None:
+        """Start every stopped node again on its storage (no formatting) and wait until the cluster formed.
+
+        Raises:
+            BenchError: a node exited, or the cluster did not form in 2 minutes.
+        """
+        java = self._java()
+        for node in self.nodes:
+            if node.proc is None or node.proc.poll() is not None:
+                node.start(self.lib, java)
+        self._wait_formed()
+
+    def kill(self) -> None:
+        """SIGKILL every node, as a crash would (nothing flushed, no clean shutdown marker), and reap them."""
+        for node in self.nodes:
+            if node.proc is not None and node.proc.poll() is None:
+                node.proc.kill()
+        for node in self.nodes:
+            node.stop()
+
     def problem(self) -> str | None:
         """Why the cluster is not running (a node exited), or None."""
         for node in self.nodes:
