@@ -252,6 +252,9 @@ def wait_for_split(live: list[Member], partitions: int, what: str, timeout_s: fl
     while True:
         for member in live:
             member.drain()
+        for member in live:
+            if (code := member.proc.poll()) is not None:
+                pytest.fail(f"a member exited (code {code}) while waiting for {what}:\n{member.stderr_tail()}")
         owned = [p for m in live for p in m.assigned]
         if sorted(owned) == list(range(partitions)) and all(m.assigned for m in live[:partitions]):
             return
