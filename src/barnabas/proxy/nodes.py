@@ -71,6 +71,8 @@ class ProxyNodes:
         #: spread()'s answers while the nodes and the up set stay as they are (a Metadata answer asks
         #: twice per partition).
         self._spreads: dict[tuple[bytes, int, str | None], tuple[ProxyNode, ...]] = {}
+        #: Grows whenever the nodes or the up set change: answers computed from them are stale then.
+        self.generation = 0
 
     @classmethod
     def alone(cls, me: ProxyNode) -> ProxyNodes:
@@ -92,6 +94,7 @@ class ProxyNodes:
         self._up = frozenset(by_id)
         self._rankings = {}
         self._spreads = {}
+        self.generation += 1
         return True
 
     def up(self) -> tuple[ProxyNode, ...]:
@@ -105,6 +108,7 @@ class ProxyNodes:
         self._up = up
         if changed:
             self._spreads = {}
+            self.generation += 1
         return changed
 
     def pick(self, key: bytes, rack: str | None = None) -> ProxyNode:

@@ -51,7 +51,7 @@ from .fetch_merge import merge_fetch_entries
 from .keyed import BATCHED, answered_entries, keys_of, merge_keyed, split_keys
 from .links import BrokerLinks
 from .listings import merge_listings, nothing_listed, own_brokers
-from .metadata_answer import encode_metadata_answer
+from .metadata_answer import MetadataAnswers
 from .nodes import ProxyNodes
 from .rewrite import (
     rewrite_describe_cluster,
@@ -114,11 +114,13 @@ class Router:
         #: Told of a request frame the router is done with and a broker has read whole (it answered it):
         #: the connection's FrameReader takes its buffer back for the next large frame.
         self.done_with_frame: Callable[[bytes | memoryview], None] = _keep
+        self.metadata_answers = MetadataAnswers()
 
     def for_connection(self) -> Router:
         """A router for one client connection: the same view, nodes and versions, its own broker connections."""
         router = Router(self.view, self.links.sibling(), self.nodes, self.rack, self.request_timeout_s)
         router.advertised = self.advertised
+        router.metadata_answers = self.metadata_answers  # shared: every client's answers are the same
         return router
 
     def learn_versions(self, per_broker: Sequence[Mapping[int, tuple[int, int]]]) -> None:
@@ -173,8 +175,7 @@ class Router:
         if api_key == METADATA:
             await self._refresh()  # a client asking may have found the view stale: so may the proxy's
             payload = await self._relay_or_close(turn, await self._any_broker(), frame)
-            _, response = decode_response(api_key, version, payload)
-            return encode_metadata_answer(correlation_id, response, version, self.view, self.nodes)
+            return self.metadata_answers.answer(correlation_id, payload, version, self.view, self.nodes)
         if api_key == DESCRIBE_CLUSTER:
             return await self._rewritten(turn, frame, rewrite_describe_cluster)
         return await self._relay_to(turn, await self._any_broker(), frame, correlation_id)
