@@ -38,6 +38,7 @@ Rules this module keeps:
 
 from __future__ import annotations
 
+import collections
 import fcntl
 import logging
 import os
@@ -133,6 +134,8 @@ class LogManager:
         self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
         self._locks: dict[Path, int] = {}
         self._logs: dict[TopicPartition, tuple[Path, PartitionLog]] = {}
+        #: Partitions per log dir, kept as ``_logs`` changes (counting them per create was quadratic).
+        self._per_dir: collections.Counter[Path] = collections.Counter()
         self._last_checkpoint_ms: int | None = None
         self._last_hw_checkpoint_ms: int | None = None
         self._closed = False
@@ -284,6 +287,7 @@ class LogManager:
                 log.attach_scheduler(self._scheduler)
                 log.attach_failure_channel(self.failures.report)
                 self._logs[tp] = (log_dir, log)
+                self._per_dir[log_dir] += 1
                 self.cleaner.reopened(tp)
                 loaded.append(tp)
         self._last_checkpoint_ms = self._last_hw_checkpoint_ms = now_ms
@@ -345,16 +349,14 @@ class LogManager:
             if topic_id is not None and log.topic_id is not None and log.topic_id != topic_id:
                 raise InconsistentTopicIdError(f"{tp} exists with topic id {log.topic_id}, not {topic_id}")
             return log
-        counts = {d: 0 for d in self.log_dirs}
-        for log_dir, _ in self._logs.values():
-            counts[log_dir] += 1
-        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        log_dir = min(self.log_dirs, key=lambda d: self._per_dir[d])
         log = PartitionLog.open(log_dir / partition_dir_name(topic, partition), config, now_ms, topic_id=topic_id)
         log.attach_writer(self._writer)
         log.attach_scheduler(self._scheduler)
         log.attach_failure_channel(self.failures.report)
         fsync_dir(log_dir)
         self._logs[tp] = (log_dir, log)
+        self._per_dir[log_dir] += 1
         return log
 
     def delete_topic_partition(self, topic: str, partition: int, now_ms: int | None = None) -> bool:
@@ -369,6 +371,7 @@ class LogManager:
         entry = self._logs.pop(tp, None)
         if entry is None:
             return False
+        self._per_dir[entry[0]] -= 1
         log = entry[1]
         doomed = log.delete(remove=False)
         self.cleaner.forget(entry[0], tp)

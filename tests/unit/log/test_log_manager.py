@@ -71,6 +71,23 @@ def test_partitions_are_spread_over_the_dirs(dirs: list[Path], managers: list[Lo
     assert (dirs[1] / "orders-1" / "00000000000000000000.log").exists()
 
 
+def test_a_new_partition_goes_to_the_dir_with_fewest_counting_loaded_and_deleted_ones(
+    dirs: list[Path], managers: list[LogManager]
+) -> None:
+    manager = start(managers, dirs)
+    for p in range(3):  # orders-0 and orders-2 in the first dir, orders-1 in the second
+        manager.create("orders", p, TOPIC_ID, LogConfig(), T0)
+    manager.close()
+    restarted = start(managers, dirs)
+    restarted.create("orders", 3, TOPIC_ID, LogConfig(), T0)
+    assert restarted.log_dir_of("orders", 3) == dirs[1].absolute(), "the loaded logs count"
+    restarted.create("orders", 4, TOPIC_ID, LogConfig(), T0)  # a tie: the first dir, which now holds 3
+    for p in (0, 2, 4):
+        assert restarted.delete_topic_partition("orders", p)
+    restarted.create("orders", 5, TOPIC_ID, LogConfig(), T0)
+    assert restarted.log_dir_of("orders", 5) == dirs[0].absolute(), "the deleted logs no longer count"
+
+
 def test_create_returns_the_existing_log(dirs: list[Path], managers: list[LogManager]) -> None:
     manager = start(managers, dirs)
     log = manager.create("t", 0, TOPIC_ID, LogConfig(), T0)
