@@ -6,9 +6,9 @@ Kafka 4.x node (KRaft, broker and controller in one JVM, started as ``bench comp
 the same settings), measured from outside as a client and an operator see them:
 
 1. Partitions on one broker (``--partitions``, 10,000 by default, as topics of 100 partitions,
-   replication factor 1): the time to create them, a Metadata request for every topic (median of
-   5, confluent-kafka's ``list_topics``), the broker's RSS, and the time from start to every
-   partition led again after a clean stop (SIGTERM) and after a crash (SIGKILL).
+   replication factor 1): the time to create them, and until every one is led; a Metadata request
+   for every topic (median of 5, confluent-kafka's ``list_topics``), the broker's RSS, and the time
+   from start to every partition led again after a clean stop (SIGTERM) and after a crash (SIGKILL).
 2. Connections on one broker (``--connections``, 10,000): the time to open that many client
    connections, each sending ApiVersions and reading the answer; the broker's RSS with them open;
    a Metadata request of another client meanwhile.
@@ -190,8 +190,10 @@ def one_broker_partitions(broker: Broker | KafkaBroker, partitions: int) -> dict
     broker.start()
     try:
         result: dict[str, Any] = {"partitions": partitions}
+        began = time.monotonic()
         result["create_s"] = timed(lambda: create_topics(broker.bootstrap, partitions, "scale"))
         wait_until(lambda: all_led(broker.bootstrap, partitions), 600, "every partition led")
+        result["created_and_led_s"] = round(time.monotonic() - began, 2)  # Kafka answers before its logs exist
         result["metadata_s"] = metadata_seconds(broker.bootstrap)
         result["rss_mb"] = rss_mb(broker.pid)
         for kind, stop in (("clean", broker.stop), ("unclean", broker.kill)):
@@ -370,6 +372,7 @@ def cluster_partitions(base: Path, partitions: int) -> dict[str, Any]:
 #: The rows set side by side: (label, section, key, unit, scale to that unit).
 COMPARED = (
     ("idle RSS", "connections", "rss_idle_mb", "MB", 1),
+    ("{partitions} partitions created and all led", "partitions", "created_and_led_s", "s", 1),
     ("RSS with {partitions} partitions", "partitions", "rss_mb", "MB", 1),
     ("all led after a clean restart ({partitions} partitions)", "partitions", "clean_restart_all_led_s", "s", 1),
     ("all led after kill -9 ({partitions} partitions)", "partitions", "unclean_restart_all_led_s", "s", 1),
