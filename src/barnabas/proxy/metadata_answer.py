@@ -44,13 +44,14 @@ class MetadataAnswers:
 
     def __init__(self) -> None:
         self._answers: dict[tuple[int, bytes], bytes] = {}
-        self._made_from: tuple[int, int, int] = (-1, -1, -1)
+        #: The view and nodes (the objects, and their generations) the kept answers were made from.
+        self._made_from: tuple[object, int, object, int] | None = None
 
     def answer(
         self, correlation_id: int, payload: bytes | memoryview, version: int, view: ClusterView, nodes: ProxyNodes
     ) -> bytes | list[bytes | memoryview]:
         """The client's answer to the broker's ``payload`` (correlation id first), as a frame or its parts."""
-        made_from = (view.generation, id(nodes), nodes.generation)
+        made_from = (view, view.generation, nodes, nodes.generation)
         if made_from != self._made_from:
             self._answers.clear()
             self._made_from = made_from
