@@ -1,8 +1,9 @@
 """Leadership on request, through the Java Admin client and confluent-kafka: reassignments and elections.
 
-Each test runs a three-broker cluster on embedded coordination. Liveness there is a file lock, so
-a SIGSTOPped broker stays registered: a reassignment that adds it cannot complete, which is how
-the cancel test holds one in progress without racing a timeout.
+Each test runs a three-broker cluster on embedded coordination. The cancel test holds a
+reassignment in progress by adding a SIGSTOPped broker, which cannot catch up; that broker stays
+registered until its session times out, so its cluster's session timeout outlasts the test (with
+the default 9 s, a loaded machine once took longer to ask, and the broker was gone).
 """
 
 from __future__ import annotations
@@ -49,6 +50,14 @@ def java_tools() -> None:
 def cluster(tmp_path: Path) -> Iterator[BrokerCluster]:
     started = BrokerCluster(tmp_path, 3, properties=NO_AUTO_REBALANCE).start()
     yield started
+    started.stop()
+
+
+@pytest.fixture
+def patient_cluster(tmp_path: Path) -> Iterator[BrokerCluster]:
+    """A cluster whose brokers keep their sessions for 2 minutes without a heartbeat."""
+    started = BrokerCluster(tmp_path, 3, properties={**NO_AUTO_REBALANCE, "broker.session.timeout.ms": "120000"})
+    yield started.start()
     started.stop()
 
 
@@ -101,7 +110,10 @@ def test_reassignment_moves_a_partition_and_its_data(java_tools: None, cluster: 
     assert values == [str(i).encode() for i in range(300)] + [str(i).encode() for i in range(100)]
 
 
-def test_reassignment_in_progress_is_listed_and_can_be_cancelled(java_tools: None, cluster: BrokerCluster) -> None:
+def test_reassignment_in_progress_is_listed_and_can_be_cancelled(
+    java_tools: None, patient_cluster: BrokerCluster
+) -> None:
+    cluster = patient_cluster
     controller = cluster.controller()
     frozen = next(b for b in reversed(cluster.brokers) if b.broker_id != controller)  # the controller must answer
     original = [b.broker_id for b in cluster.brokers if b is not frozen]
