@@ -78,7 +78,6 @@ class KafkaBroker:
 
     def __init__(self, base: Path) -> None:
         self.cluster = KafkaCluster(base, 1, find_kafka_lib(), dict(BROKER_SETTINGS))
-        self._formatted = False
 
     @property
     def bootstrap(self) -> str:
@@ -90,11 +89,10 @@ class KafkaBroker:
 
     def start(self) -> KafkaBroker:
         """Format and start it the first time; later, start it again on its storage."""
-        if self._formatted:
+        if self.cluster.pids:  # it ran before: its storage is formatted
             self.cluster.restart()
         else:
             self.cluster.start()
-            self._formatted = True
         return self
 
     def stop(self) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -236,11 +237,7 @@ class KafkaCluster:
 
     def kill(self) -> None:
         """SIGKILL every node, as a crash would (nothing flushed, no clean shutdown marker), and reap them."""
-        for node in self.nodes:
-            if node.proc is not None and node.proc.poll() is None:
-                node.proc.kill()
-        for node in self.nodes:
-            node.stop()
+        self._end(signal.SIGKILL)
 
     def problem(self) -> str | None:
         """Why the cluster is not running (a node exited), or None."""
@@ -251,9 +248,13 @@ class KafkaCluster:
 
     def stop(self) -> None:
         """Stop every node (all are signalled first, so they shut down together)."""
+        self._end(signal.SIGTERM)
+
+    def _end(self, sig: int) -> None:
+        """Send ``sig`` to every running node at once, then reap each (SIGKILL after 30 s)."""
         for node in self.nodes:
             if node.proc is not None and node.proc.poll() is None:
-                node.proc.terminate()
+                node.proc.send_signal(sig)
         for node in self.nodes:
             node.stop()
 

@@ -90,6 +90,11 @@ class ClusterView:
         self._refreshing: asyncio.Task[None] | None = None
         #: The last Metadata answer applied, after its correlation id (None: the view came from elsewhere).
         self._last_answer: bytes | None = None
+        body = request_class(METADATA, METADATA_VERSION)(
+            topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+        )
+        #: The refresh's Metadata request frame (no size prefix; the client sets the correlation id).
+        self._refresh_request = memoryview(encode_request(METADATA, METADATA_VERSION, 0, links.client_id, body))[4:]
         #: The brokers' listener the proxy uses, once a Metadata answer has matched a stored endpoint.
         self._listener: str | None = None
 
@@ -129,10 +134,7 @@ class ClusterView:
         candidates = [b.address for b in sorted(self.brokers.values(), key=lambda b: b.broker_id)]
         candidates += [a for a in self.bootstrap if a not in candidates]
         failures = []
-        body = request_class(METADATA, METADATA_VERSION)(
-            topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
-        )
-        frame = memoryview(encode_request(METADATA, METADATA_VERSION, 0, self.links.client_id, body))[4:]
+        frame = self._refresh_request
         for address in candidates:
             try:
                 client = await self.links.get(address)

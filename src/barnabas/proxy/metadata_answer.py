@@ -26,14 +26,13 @@ from barnabas.protocol import (
     encode_metadata_response,
 )
 
-from .cluster_view import ClusterView
+from .cluster_view import METADATA, ClusterView
 from .nodes import ProxyNodes
 from .rewrite import metadata_partition_nodes, node_of_broker
 
 __all__ = ["MetadataAnswers", "encode_metadata_answer"]
 
 NO_TOPIC_ID = uuid.UUID(int=0)
-METADATA = 3
 #: Rewritten answers kept (each about as large as the broker's answer: ~50 KB for 1,000 partitions).
 ANSWERS_KEPT = 8
 _INT32 = struct.Struct(">i")
