@@ -148,6 +148,9 @@ CASES: dict[int, Case] = {
     32: Case(4, lambda: r(32, 4, include_synonyms=False, include_documentation=False, resources=(
              r(32, 4, "DescribeConfigsResource", resource_type=2, resource_name=TOPIC, configuration_keys=None),)),
              lambda a: first(a.results).error_code),
+    33: Case(2, lambda: r(33, 2, validate_only=True, resources=(r(33, 2, "AlterConfigsResource", resource_type=2,
+             resource_name=TOPIC, configs=(r(33, 2, "AlterableConfig", name="retention.ms", value="100000"),)),)),
+             lambda a: first(a.responses).error_code),
     35: Case(4, lambda: r(35, 4, topics=None), lambda a: a.error_code),
     37: Case(3, lambda: r(37, 3, timeout=ms(5000), validate_only=True, topics=(r(37, 3, "CreatePartitionsTopic",
              name=TOPIC, count=2, assignments=None),)), lambda a: first(a.results).error_code),

@@ -22,10 +22,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import TopicPartition as KafkaPythonPartition
 from kafka.admin import KafkaAdminClient
 
-from barnabas.benchmark._kafka import KafkaCluster, find_kafka_lib
-from barnabas.benchmark._settings import BenchError
+from barnabas.benchmark._kafka import KafkaCluster
 from barnabas.protocol import request_class
 from barnabas.testing import ProxyNode, free_ports
+from tests.support.kafka_peer import kafka_peer
 from tests.support.raw_client import RawKafkaClient
 from tests.support.requests import api_versions_request, unique
 
@@ -41,14 +41,8 @@ INTERNAL_TOPICS = {"offsets.topic.num.partitions": "1", "transaction.state.log.n
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    try:
-        cluster = KafkaCluster(tmp_path_factory.mktemp("kafka"), 1, find_kafka_lib(), settings=INTERNAL_TOPICS).start()
-    except BenchError as exc:
-        pytest.fail(f"Apache Kafka did not start: {exc}", pytrace=False)
-    try:
+    with kafka_peer(tmp_path_factory.mktemp("kafka"), INTERNAL_TOPICS) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(scope="module")

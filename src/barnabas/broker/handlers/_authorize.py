@@ -63,6 +63,7 @@ def _c(operation: AclOperation, resource: ResourceType, on: str, error: ErrorCod
 _CLUSTER = "the cluster"
 _TOPICS = "each topic"
 _GROUP = "the group"
+_GROUP_RESOURCE = "a group resource is named"
 _CAF, _TAF, _GAF, _XAF = (_E.cluster_authorization_failed, _E.topic_authorization_failed,
                           _E.group_authorization_failed, _E.transactional_id_authorization_failed)  # fmt: skip
 
@@ -100,14 +101,19 @@ RULES: dict[int, tuple[Check, ...]] = {
     30: (_c(_O.ALTER, _R.CLUSTER, _CLUSTER, _CAF),),  # CreateAcls
     31: (_c(_O.ALTER, _R.CLUSTER, _CLUSTER, _CAF),),  # DeleteAcls
     32: (_c(_O.DESCRIBE_CONFIGS, _R.TOPIC, "each topic resource", _TAF),
-         _c(_O.DESCRIBE_CONFIGS, _R.CLUSTER, "the cluster, for broker resources", _CAF)),  # DescribeConfigs
+         _c(_O.DESCRIBE_CONFIGS, _R.CLUSTER, "the cluster, for broker resources", _CAF),
+         _c(_O.DESCRIBE_CONFIGS, _R.GROUP, "each group resource", _GAF, _GROUP_RESOURCE)),  # DescribeConfigs
+    33: (_c(_O.ALTER_CONFIGS, _R.TOPIC, "each topic resource", _TAF),
+         _c(_O.ALTER_CONFIGS, _R.CLUSTER, "the cluster, for broker resources", _CAF),
+         _c(_O.ALTER_CONFIGS, _R.GROUP, "each group resource", _GAF, _GROUP_RESOURCE)),  # AlterConfigs
     35: (_c(_O.DESCRIBE, _R.CLUSTER, _CLUSTER, _CAF),),  # DescribeLogDirs
     36: (),  # SaslAuthenticate
     37: (_c(_O.ALTER, _R.TOPIC, _TOPICS, _TAF),),  # CreatePartitions
     42: (_c(_O.DELETE, _R.GROUP, "each group", _GAF),),  # DeleteGroups
     43: (_c(_O.ALTER, _R.CLUSTER, _CLUSTER, _CAF),),  # ElectLeaders
     44: (_c(_O.ALTER_CONFIGS, _R.TOPIC, "each topic resource", _TAF),
-         _c(_O.ALTER_CONFIGS, _R.CLUSTER, "the cluster, for broker resources", _CAF)),  # IncrementalAlterConfigs
+         _c(_O.ALTER_CONFIGS, _R.CLUSTER, "the cluster, for broker resources", _CAF),
+         _c(_O.ALTER_CONFIGS, _R.GROUP, "each group resource", _GAF, _GROUP_RESOURCE)),  # IncrementalAlterConfigs
     45: (_c(_O.ALTER, _R.CLUSTER, _CLUSTER, _CAF),),  # AlterPartitionReassignments
     46: (_c(_O.DESCRIBE, _R.CLUSTER, _CLUSTER, _CAF),),  # ListPartitionReassignments
     47: (_c(_O.DELETE, _R.GROUP, _GROUP, _GAF), _c(_O.READ, _R.TOPIC, _TOPICS, _TAF)),  # OffsetDelete
