@@ -11,7 +11,7 @@ never asks whether something has started yet. Tests build either in memory, with
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -106,7 +106,7 @@ class NodeState:
     kept_topics: set[str] = field(default_factory=set)
     #: Called after this broker changed topics or partition states itself (an admin request), so the
     #: replica manager takes the change up now rather than when the watch reports it.
-    changed_here: list[Callable[[], None]] = field(default_factory=list)
+    changed_here: list[Callable[[Collection[str] | None], None]] = field(default_factory=list)
     #: Derived answers (the Metadata handler's per-topic sections), and the (topics, brokers)
     #: generations they were built from; see :meth:`derived`.
     _derived: dict[Any, Any] = field(default_factory=dict, init=False, repr=False)
@@ -201,10 +201,11 @@ class NodeState:
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get(topic, partition)
 
-    def metadata_changed_here(self) -> None:
-        """This broker changed topics or partition states: let its services take it up at once."""
+    def metadata_changed_here(self, topics: Collection[str] | None = None) -> None:
+        """This broker changed topics or partition states (only ``topics``' when given): let its
+        services take it up at once."""
         for listener in self.changed_here:
-            listener()
+            listener(topics)
 
 
 @dataclass(frozen=True, eq=False)

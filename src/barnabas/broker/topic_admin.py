@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 
 from barnabas.cluster import Topic, TopicExistsError, initial_state, topic_name_problem
 from barnabas.cluster.assignment import (
@@ -176,7 +176,7 @@ async def create_topic(
     except TopicExistsError:
         raise TopicAdminError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.") from None
     _create_local_logs(state, topic, replicas, log_config)
-    state.metadata_changed_here()
+    state.metadata_changed_here([name])
     log.info("created topic %s (%s) with %d partitions", name, topic.topic_id, len(replicas))
     return topic
 
@@ -270,7 +270,7 @@ async def _create_partitions_once(
     states = {p: initial_state(r, state.live_brokers()) for p, r in added.items()}
     await state.topics.update(grown, states)
     _create_local_logs(state, grown, added, state.log_config(grown.config))
-    state.metadata_changed_here()
+    state.metadata_changed_here([name])
     log.info("topic %s grew from %d to %d partitions", name, current, count)
     return grown
 
@@ -311,22 +311,26 @@ def stored_log_config(config: BrokerConfig, topic: Topic) -> LogConfig:
         return log_config_for(config, {})
 
 
-def reconcile_local_logs(state: NodeState) -> None:
-    """Make local logs match storage: create missing replicas, delete logs of deleted topics.
+def reconcile_local_logs(state: NodeState, topics: Collection[str] | None = None) -> None:
+    """Make local logs match storage: create missing replicas, delete logs of deleted topics
+    (only the logs of ``topics`` when given).
 
     A log whose topic was deleted, or deleted and re-created under a new id, while this broker
     was down is removed, as Kafka's StopReplica with deletion would. A topic whose stored
     document does not read is not a deleted one: its logs stay (TopicStore.unreadable_topics);
     nor is one a restore could not rebuild (NodeState.kept_topics).
     """
+    stored = state.topics.topics
+    wanted = None if topics is None else set(topics)
     expected = {
         (topic.name, partition): topic
-        for topic in state.topics.topics.values()
+        for topic in (stored.values() if wanted is None else [stored[n] for n in wanted if n in stored])
         for partition, replicas in topic.assignment.items()
         if state.broker_id in replicas
     }
     kept = state.topics.unreadable_topics | state.kept_topics
-    for name, partition in list(state.logs.partitions()):
+    local = state.logs.partitions()
+    for name, partition in local if wanted is None else [tp for tp in local if tp[0] in wanted]:
         partition_log = state.logs.get(name, partition)
         topic = expected.get((name, partition))
         if topic is None and name in kept and name not in state.topics.topics:

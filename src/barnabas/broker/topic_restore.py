@@ -28,7 +28,7 @@ import asyncio
 import dataclasses
 import logging
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 
 from barnabas.cluster import PartitionState, Topic, TopicStore
@@ -130,10 +130,20 @@ class TopicDocuments:
         #: Per partition, the bytes its dir holds (as written or found).
         self._written: dict[TopicPartition, bytes] = {}
 
-    def sync(self, topics: Mapping[str, Topic]) -> None:
-        """Write the copies that differ from the stored documents ``topics`` (cheap when nothing changed)."""
-        for tp in self._logs.partitions():
-            topic = topics.get(tp.topic)
+    def sync(self, topics: Mapping[str, Topic], only: Collection[str] | None = None) -> None:
+        """Write the copies that differ from the stored documents ``topics`` (cheap when nothing changed);
+        only those of the topics named in ``only`` when given."""
+        if only is not None:
+            partitions = [(name, p) for name in only if name in topics for p in topics[name].assignment]
+            self._write_copies(topics, partitions)
+            return
+        self._write_copies(topics, self._logs.partitions())
+        for gone in [tp for tp in self._written if self._logs.get(*tp) is None]:
+            del self._written[gone]
+
+    def _write_copies(self, topics: Mapping[str, Topic], partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            topic = topics.get(tp[0])
             partition_log = self._logs.get(*tp)
             if topic is None or partition_log is None or partition_log.topic_id != topic.topic_id:
                 continue
@@ -149,8 +159,6 @@ class TopicDocuments:
                 log.warning("cannot keep the topic copy in %s: %s", partition_log.directory, exc)
                 continue
             self._written[tp] = data
-        for gone in [tp for tp in self._written if self._logs.get(*tp) is None]:
-            del self._written[gone]
 
     def _document(self, topic: Topic) -> bytes:
         cached = self._encoded.get(topic.name)

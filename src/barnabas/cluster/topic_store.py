@@ -83,6 +83,21 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
+@dataclasses.dataclass(slots=True)
+class _Learned:
+    """Topic names and partitions whose cached value changed while a load ran."""
+
+    topics: set[str] = dataclasses.field(default_factory=set)
+    partitions: set[tuple[str, int]] = dataclasses.field(default_factory=set)
+
+    def __bool__(self) -> bool:
+        return bool(self.topics or self.partitions)
+
+    def covers(self, tp: tuple[str, int] | None) -> bool:
+        """Whether the cache's state of ``tp`` is newer than a listing that overlapped the change."""
+        return tp is not None and (tp[0] in self.topics or tp in self.partitions)
+
+
 class TopicStore:
     def __init__(self, storage: Storage) -> None:
         self._storage = storage
@@ -95,6 +110,17 @@ class TopicStore:
         #: Bumped by every change to ``topics`` or ``states``: whatever was derived from an older
         #: generation (the Metadata handler's per-topic answers) is stale.
         self.generation = 0
+        #: Per load in progress, what the cache learned while it ran (see ``load``).
+        self._loads: list[_Learned] = []
+
+    def _changed(self, name: str | None = None, tp: tuple[str, int] | None = None) -> None:
+        """The cache changed: topic ``name``'s document (present or gone) or partition ``tp``'s state."""
+        self.generation += 1
+        for learned in self._loads:
+            if name is not None:
+                learned.topics.add(name)
+            if tp is not None:
+                learned.partitions.add(tp)
 
     @property
     def unreadable_topics(self) -> set[str]:
@@ -147,8 +173,19 @@ class TopicStore:
         The two listings are not one snapshot, and the cache may change while they are read (a
         topic created here, a watch event applied): a listing that saw a topic but not all of its
         states reads the missing ones by key, and one that overlapped a change of the cache is
-        read again, so a load never drops what the cache learned meanwhile.
+        read again. Changes keep coming while a broker starts (its topics and partitions watches
+        each begin with a resync: two loads at once, while admin requests arrive), so whatever the
+        last attempt overlapped, each topic the cache learned about meanwhile keeps what it
+        learned: a load never drops a topic created here (the watch reads each of them again).
         """
+        learned = _Learned()
+        self._loads.append(learned)
+        try:
+            await self._load(learned)
+        finally:
+            self._loads.remove(learned)
+
+    async def _load(self, learned: _Learned) -> None:
         for attempt in range(LOAD_ATTEMPTS):
             before = self.generation
             topics = await self._storage.list(TOPICS_PREFIX)
@@ -169,13 +206,19 @@ class TopicStore:
             if self.generation == before:
                 break
             if attempt == LOAD_ATTEMPTS - 1:
-                log.warning("topic metadata kept changing during %d loads; using the last", LOAD_ATTEMPTS)
+                log.info("topic metadata kept changing during %d loads; keeping what changed meanwhile", LOAD_ATTEMPTS)
+        for name in learned.topics:  # what the cache learned while listing is at least as new as the listing
+            if name in self.topics:
+                parsed[name] = (self.topics[name], self._versions[name])
+            else:
+                parsed.pop(name, None)
+        listed = {k: v for k, v in states.items() if not learned.covers(_parse_partition_key(k))}
         self.topics = {name: topic for name, (topic, _) in parsed.items()}
         self._versions = {name: version for name, (_, version) in parsed.items()}
         cached, cached_versions = self.states, self._state_versions
         self.states = {}
         self._state_versions = {}
-        for key, versioned in states.items():
+        for key, versioned in listed.items():
             tp = _parse_partition_key(key)
             if tp is None:
                 continue
@@ -185,6 +228,11 @@ class TopicStore:
             if state is not None:
                 self.states[tp] = state
                 self._state_versions[tp] = version
+        for tp in [tp for tp in cached if learned.covers(tp) and tp[0] in self.topics]:
+            if not _of(self.topics[tp[0]], tp, cached[tp]):
+                continue
+            self.states[tp] = cached[tp]
+            self._state_versions[tp] = cached_versions[tp]
         self.unreadable = {k: v for k, v in self.unreadable.items() if k in topics or k in states}
         self.generation += 1
 
@@ -204,7 +252,10 @@ class TopicStore:
         missing: list[str] = []
         for key in ordered:
             versioned = await self._storage.get(key)
-            self.generation += 1
+            if key.startswith(TOPICS_PREFIX):
+                self._changed(name=key.removeprefix(TOPICS_PREFIX))
+            else:
+                self._changed(tp=_parse_partition_key(key))
             if key.startswith(TOPICS_PREFIX):
                 name = key.removeprefix(TOPICS_PREFIX)
                 if versioned is None:
@@ -321,7 +372,7 @@ class TopicStore:
             return
         self.states[tp] = state
         self._state_versions[tp] = version
-        self.generation += 1
+        self._changed(tp=tp)
 
     async def move_fenced(
         self, fence: Fence, topic: Topic, states: dict[int, PartitionState], expected_versions: dict[int, int]
@@ -357,7 +408,7 @@ class TopicStore:
             return
         self.topics[topic.name] = topic
         self._versions[topic.name] = version
-        self.generation += 1
+        self._changed(name=topic.name)
 
     async def create(self, topic: Topic, states: dict[int, PartitionState]) -> None:
         """Store a new topic, then its partition states.
@@ -505,7 +556,7 @@ class TopicStore:
         """
         topic = self.topics.pop(name, None)
         self._versions.pop(name, None)
-        self.generation += 1
+        self._changed(name=name)
         stored = await self._storage.get(_topic_key(name))
         document = self._read_topic(name, stored) if stored is not None else None
         target = topic or document
@@ -522,7 +573,7 @@ class TopicStore:
         for tp in [tp for tp in self.states if tp[0] == name]:
             del self.states[tp]
             self._state_versions.pop(tp, None)
-        self.generation += 1
+        self._changed(name=name)
         return topic
 
 

@@ -60,11 +60,11 @@ class CheckpointFile:
         self.path = path
         self.version = version
 
-    def write(self, entries: Iterable[Sequence[object]]) -> None:
-        """Replace the file with ``entries``, durably."""
+    def write(self, entries: Iterable[Sequence[object]], *, sync: bool = True) -> None:
+        """Replace the file with ``entries``, durably unless ``sync`` is False (see write_atomically)."""
         lines = [" ".join(str(field) for field in entry) for entry in entries]
         text = f"{self.version}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
-        write_atomically(self.path, text.encode("utf-8"))
+        write_atomically(self.path, text.encode("utf-8"), sync=sync)
 
     def read(self, fields: int) -> list[list[str]]:
         """The entries, each split into ``fields`` strings; [] when the file does not exist.
@@ -132,9 +132,9 @@ class LeaderEpochCheckpointFile:
         self._file = CheckpointFile(path)
         self.path = path
 
-    def write(self, entries: Iterable[EpochEntry]) -> None:
-        """Replace the file with ``entries``."""
-        self._file.write(entries)
+    def write(self, entries: Iterable[EpochEntry], *, sync: bool = True) -> None:
+        """Replace the file with ``entries``, durably unless ``sync`` is False."""
+        self._file.write(entries, sync=sync)
 
     def read(self) -> list[EpochEntry]:
         """The entries in file order; [] when the file does not exist.

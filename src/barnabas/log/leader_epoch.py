@@ -130,9 +130,9 @@ class LeaderEpochCache:
         self._entries.clear()
         self.flush()
 
-    def flush(self) -> None:
-        """Write the checkpoint."""
-        self._checkpoint.write(self._entries)
+    def flush(self, *, sync: bool = True) -> None:
+        """Write the checkpoint, durably unless ``sync`` is False."""
+        self._checkpoint.write(self._entries, sync=sync)
 
     def _assign(self, entry: EpochEntry) -> bool:
         if entry.epoch < 0 or entry.start_offset < 0:

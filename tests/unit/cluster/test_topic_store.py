@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import pytest
+
 from barnabas.cluster.model import PartitionState, Topic
 from barnabas.cluster.topic_store import (
+    LOAD_ATTEMPTS,
     PARTITIONS_PREFIX,
     STATES_PER_COMMIT,
     TOPICS_PREFIX,
@@ -74,6 +78,54 @@ def test_a_load_overlapping_a_local_create_keeps_the_new_topic(tmp_path: Path) -
             await storage.close()
 
     topics, states = asyncio.run(scenario())
+    assert topics == {"existing", "created"}
+    assert states == {("existing", 0), ("existing", 1), ("created", 0), ("created", 1)}
+
+
+class _ChangingListings(Storage):
+    """Real storage that runs ``before_states(n)`` before its n-th listing of the partition states."""
+
+    def __init__(self, storage: Storage, before_states: Callable[[int], Awaitable[None]]) -> None:
+        super().__init__(storage.metastore)
+        self._before_states = before_states
+        self._listings = 0
+
+    async def list(self, prefix: str) -> dict[str, Versioned]:
+        if prefix == PARTITIONS_PREFIX:
+            self._listings += 1
+            await self._before_states(self._listings)
+        return await super().list(prefix)
+
+
+def test_a_load_overlapping_changes_every_time_keeps_a_topic_created_meanwhile(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A broker starting: its topics and partitions watches each begin with a resync (two loads), watch
+    events are applied and admin requests arrive meanwhile. Every attempt of this load overlaps a
+    change and the last one a topic created here after its topic listing: the cache keeps that topic."""
+
+    async def scenario() -> tuple[set[str], set[tuple[str, int]]]:
+        storage = await open_storage(f"sqlite://{tmp_path / 'c.db'}")
+        try:
+            await TopicStore(storage).create(*_topic("existing"))
+            store: TopicStore | None = None
+
+            async def change(listing: int) -> None:
+                assert store is not None
+                if listing < LOAD_ATTEMPTS:
+                    await store.refresh(["topics/existing"])  # a watch event applied
+                elif listing == LOAD_ATTEMPTS:
+                    await store.create(*_topic("created"))
+
+            store = TopicStore(_ChangingListings(storage, change))
+            await store.load()
+            return set(store.topics), set(store.states)
+        finally:
+            await storage.close()
+
+    with caplog.at_level(logging.INFO):
+        topics, states = asyncio.run(scenario())
+    assert "kept changing" in caplog.text  # the case this test is about
     assert topics == {"existing", "created"}
     assert states == {("existing", 0), ("existing", 1), ("created", 0), ("created", 1)}
 
