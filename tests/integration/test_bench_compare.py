@@ -18,6 +18,8 @@ PROXIED = "barnabas-proxy"
 ORDER = ("tansu", "kafka", "barnabas", PROXIED)
 METADATA_PARTITIONS = 200
 PROXY_CONNECTIONS = 50
+#: Records/s of the fixed-rate latency run, the same on every system.
+FIXED_RATE = 500
 
 
 def _compare(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -36,6 +38,7 @@ def test_compare_writes_a_sane_side_by_side_report(tmp_path: Path) -> None:
     done = _compare(
         "--systems", ",".join(ORDER), "--brokers", "1",
         "--produce-seconds", "1", "--warmup-seconds", "0.5", "--latency-seconds", "1", "--latency-loads", "50",
+        "--latency-rates", str(FIXED_RATE),
         "--metadata-seconds", "0.5", "--proxy-connections", str(PROXY_CONNECTIONS),
         "--metadata-partitions", str(METADATA_PARTITIONS), "--loopback-seconds", "0.5", "--disk-seconds", "0.5",
         "--output", str(out), "--no-progress",
@@ -91,6 +94,9 @@ def test_compare_writes_a_sane_side_by_side_report(tmp_path: Path) -> None:
             basis["phases"]["produce_acks_1"]["records_per_s"] * 0.5, rel=0.01
         )
         assert phases["latency_50"]["rate_of"] == basis["label"]
+        fixed = phases[f"latency_rate_{FIXED_RATE}"]
+        assert fixed["load"] is None and fixed["target_records_per_s"] == FIXED_RATE, key
+        assert fixed["measured_records"] > 0 and 0 < fixed["latency_ms"]["p50"] <= fixed["latency_ms"]["p99"], key
         metadata = phases["metadata"]
         assert metadata["partitions"] == METADATA_PARTITIONS
         assert metadata["requests"] > 0 and metadata["requests_per_s"] > 0
@@ -106,7 +112,9 @@ def test_compare_writes_a_sane_side_by_side_report(tmp_path: Path) -> None:
         assert "proxy" not in report["systems"]["barnabas"]["phases"][name]["cpu"]
 
     rows = report["rows"]
-    assert {row["workload"] for row in rows} >= {"produce acks=1", "produce acks=all", "consume from the beginning"}
+    assert {row["workload"] for row in rows} >= {
+        "produce acks=1", "produce acks=all", "consume from the beginning", f"end-to-end p50 at {FIXED_RATE} records/s"
+    }  # fmt: skip
     for row in rows:
         values = row["values"]
         if values["barnabas"] is None:  # a row only the proxy has: its CPU per MB/s, its memory per connection

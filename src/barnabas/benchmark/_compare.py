@@ -17,6 +17,8 @@ Rules this module keeps:
   measured just before, so each system is compared at the same relative load. The exception is
   barnabas through its proxy: it runs at the direct barnabas's rates of this run (when barnabas
   ran before it), so that proxy − direct is the latency the proxy adds at the same offered load.
+  Then latency runs at the same fixed rates for every system (``latency_rates``, records/s): light
+  loads where the machine is not the bottleneck, so what a system (or the proxy) adds shows.
 - barnabas through its proxy (``barnabas-proxy``) is the same cluster with one proxy node in front,
   clients bootstrapping from the proxy only; every phase reports the proxy's CPU apart from the
   brokers'. Its first phase, before anything else touched the proxy, is the ``connections`` probe
@@ -80,6 +82,8 @@ class CompareSettings:
     warmup_s: float = 3.0
     latency_s: float = 10.0
     latency_loads: tuple[float, ...] = (0.1, 0.5, 0.8)
+    #: Records/s of the fixed-rate latency runs, the same for every system.
+    latency_rates: tuple[int, ...] = (2000,)
     metadata_s: float = 5.0
     metadata_partitions: int = 1000
     #: Client connections the ``connections`` workload opens to a proxy node at once.
@@ -122,6 +126,8 @@ class CompareSettings:
             raise BenchError("--wait-idle must not be negative")
         if not self.latency_loads or any(not 0 < load <= 1 for load in self.latency_loads):
             raise BenchError("--latency-loads are fractions in (0, 1]")
+        if any(rate <= 0 for rate in self.latency_rates):
+            raise BenchError("--latency-rates are records per second, each positive")
         for flag, count in {
             "--partitions": self.partitions, "--producers": self.producers, "--consumers": self.consumers,
             "--consume-rounds": self.consume_rounds, "--metadata-partitions": self.metadata_partitions,
@@ -249,8 +255,12 @@ class _Compare:
             max_rate, rate_of = self._latency_basis(spec, phases)
             for load in settings.latency_loads:
                 quiet = run._settle()
-                phase = self.latency(spec, system, run, load, max_rate)
+                phase = self.latency(spec, system, run, load * max_rate, at=f"{load:.0%}", load=load)
                 phases[f"latency_{round(load * 100)}"] = {**phase, "rate_of": rate_of, "settle": quiet}
+            for rate in settings.latency_rates:
+                quiet = run._settle()
+                phase = self.latency(spec, system, run, rate, at=f"{rate:,} records/s")
+                phases[f"latency_rate_{rate}"] = {**phase, "settle": quiet}
         if "metadata" in workloads:
             quiet = run._settle()
             phases["metadata"] = {**self.metadata(spec, system, run), "settle": quiet}
@@ -287,18 +297,18 @@ class _Compare:
             time.sleep(0.1)
 
     def latency(
-        self, spec: SystemSpec, system: RunningSystem, run: _Run, load: float, max_rate: float
+        self, spec: SystemSpec, system: RunningSystem, run: _Run, rate: float, *, at: str, load: float | None = None
     ) -> dict[str, Any]:
-        """Paced producers at ``load`` × ``max_rate`` records/s, consumers timing every record."""
+        """Paced producers at ``rate`` records/s (``at``: the share of the max it is, or the rate), consumers
+        timing every record; ``load`` is that share, None for a fixed rate."""
         settings = self.settings
-        rate = load * max_rate
-        topic = f"latency-{self.run_id}-{spec.key}-{round(load * 100)}"
+        topic = f"latency-{self.run_id}-{spec.key}-{round(load * 100) if load is not None else f'r{round(rate)}'}"
         self._create(system.bootstrap, topic, settings.partitions, min(spec.brokers, 3))
-        consumers = WorkerGroup(f"latency consumers at {load:.0%}", run._alive_check)
-        producers = WorkerGroup(f"paced producers at {load:.0%}", run._alive_check)
+        consumers = WorkerGroup(f"latency consumers at {at}", run._alive_check)
+        producers = WorkerGroup(f"paced producers at {at}", run._alive_check)
         stop = consumers.context.Event()
         warmup_s = min(1.0, settings.latency_s * 0.2)
-        label = f"{spec.label}: end-to-end latency at {load:.0%} ({rate * settings.record_size / MB:,.0f} MB/s)"
+        label = f"{spec.label}: end-to-end latency at {at} ({rate * settings.record_size / MB:,.1f} MB/s)"
         try:
             count = min(settings.consumers, settings.partitions)
             for index in range(count):
@@ -328,7 +338,7 @@ class _Compare:
                 failed = sum(r["failed"] for r in sent)
                 if failed:
                     first = next(f for r in sent for f in r["failures"])
-                    raise BenchError(f"latency at {load:.0%}: {failed} records failed: {first}")
+                    raise BenchError(f"latency at {at}: {failed} records failed: {first}")
                 # Wait for the consumers to see every acknowledged record, or to stall.
                 last, last_change = consumers.progress(), time.monotonic()
                 while (seen := consumers.progress()) < acked:
@@ -349,14 +359,14 @@ class _Compare:
         _delete_topics(system.bootstrap, [topic])
         consumed = sum(r["records"] for r in timed)
         if consumed > acked:
-            raise BenchError(f"latency at {load:.0%}: consumed {consumed} records, {acked} were acknowledged")
+            raise BenchError(f"latency at {at}: consumed {consumed} records, {acked} were acknowledged")
         histogram = Histogram()
         for r in timed:
             histogram.merge(Histogram(r["histogram"]))
         seconds = max(r["produced"] for r in sent) - min(r["start"] for r in sent)
         return {
             "kind": "latency",
-            "name": f"latency at {load:.0%}",
+            "name": f"latency at {at}",
             "load": load,
             "target_records_per_s": round(rate),
             "records": acked,

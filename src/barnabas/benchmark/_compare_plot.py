@@ -26,7 +26,8 @@ def plot_latency(report: dict[str, Any], path: Path) -> Path | None:
     series = []
     for system in report["systems"].values():
         runs = sorted(
-            (p for p in (system.get("phases") or {}).values() if p["kind"] == "latency"), key=lambda p: p["load"]
+            (p for p in (system.get("phases") or {}).values() if p["kind"] == "latency" and p["load"] is not None),
+            key=lambda p: p["load"],
         )
         if runs:
             series.append((system, runs))

@@ -92,6 +92,10 @@ def _workload_rows(report: dict[str, Any]) -> list[_Metric]:
         key = f"latency_{round(load * 100)}"
         for pct in ("p50", "p99", "p99.9"):
             rows.append(_Metric(key, pct, f"end-to-end {pct} at {load:.0%} of max", "ms", "lower", _getter(pct)))
+    for rate in report["settings"].get("latency_rates", ()):
+        key = f"latency_rate_{rate}"
+        for pct in ("p50", "p99"):
+            rows.append(_Metric(key, pct, f"end-to-end {pct} at {rate:,} records/s", "ms", "lower", _getter(pct)))
     count = report["settings"]["metadata_partitions"]
     metadata = f"Metadata ({count:,} partitions)"
     rows += [
@@ -207,8 +211,14 @@ def proxy_overhead(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     by_key = {(row["topology"], row["phase"], row["metric"]): row for row in rows}
     topologies = dict.fromkeys(row["topology"] for row in rows if row["values"].get(proxied) is not None)
     out = []
+    fixed_rates = [
+        (row["phase"], "p50", row["workload"], "added")
+        for row in rows
+        if row["phase"].startswith("latency_rate_") and row["metric"] == "p50"
+    ]
+    figures = list(_PROXY_FIGURES) + list(dict.fromkeys(fixed_rates))
     for topology in topologies:
-        for phase, metric, what, judged in _PROXY_FIGURES:
+        for phase, metric, what, judged in figures:
             row = by_key.get((topology, phase, metric))
             if row is None or row["values"].get(proxied) is None:
                 continue
@@ -233,6 +243,12 @@ def _judge(row: dict[str, Any], judged: str) -> tuple[float | None, str, str | N
     if judged == "cpu":
         return value, shown, f"Kroxylicious: {KROXYLICIOUS_MCORE_PER_MB_S:.0f} {_MCORE}", None
     return value, shown, None, None
+
+
+def _share_or_rate(phase: dict[str, Any]) -> str:
+    """A latency run's load: its share of the max, or its fixed rate."""
+    load = phase["load"]
+    return f"{load:.0%}" if load is not None else f"{phase['target_records_per_s']:,} records/s"
 
 
 def _number(value: float | None, unit: str) -> str:
@@ -443,7 +459,7 @@ def compare_markdown(report: dict[str, Any]) -> str:
         runs = [p for p in (system.get("phases") or {}).values() if p["kind"] == "latency"]
         if runs:
             rates = ", ".join(
-                f"{p['load']:.0%} = {p['mb_per_s']:,.1f} MB/s{_short_of_target(p)} "
+                f"{_share_or_rate(p)} = {p['mb_per_s']:,.1f} MB/s{_short_of_target(p)} "
                 f"(max {p['latency_ms']['max']:,.0f} ms, producers "
                 f"up to {p['worst_producer_lag_ms']:,.0f} ms behind schedule)"
                 for p in runs
@@ -455,7 +471,8 @@ def compare_markdown(report: dict[str, Any]) -> str:
         "",
         "MB/s = 10^6 bytes of record values per second. Latency is from the producer's produce() call "
         "(CLOCK_MONOTONIC stamped into the record) to the consumer's consume() return; loads are shares of "
-        "each system's own acks=1 produce rate in this run. ÷ columns are barnabas ÷ Kafka, ÷ Tansu, ÷ the "
+        "each system's own acks=1 produce rate in this run, except the rows at a fixed rate (records/s), the same "
+        "for every system. ÷ columns are barnabas ÷ Kafka, ÷ Tansu, ÷ the "
         "limit; for ms rows lower is better, so a ratio above 1 means barnabas is slower.",
     ]
     if _has_proxy(report):

@@ -105,6 +105,18 @@ def _fractions(text: str) -> tuple[float, ...]:
     return values
 
 
+def _rates(text: str) -> tuple[int, ...]:
+    if not text.strip():
+        return ()
+    try:
+        values = tuple(int(part.replace("_", "")) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated records per second, got {text!r}") from None
+    if any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"rates must be positive, got {text!r}")
+    return values
+
+
 def _register_compare(commands: Any) -> None:
     from barnabas.benchmark._names import PRODUCTS, WORKLOADS
 
@@ -156,6 +168,10 @@ def _register_compare(commands: Any) -> None:
         "--latency-loads", type=_fractions, default="10,50,80", metavar="P[,P...]",
         help="latency loads, percent of each system's acks=1 produce rate",
     )  # fmt: skip
+    parser.add_argument(
+        "--latency-rates", type=_rates, default="2000", metavar="N[,N...]",
+        help="fixed latency rates, records/s, the same for every system (empty: none)",
+    )  # fmt: skip
     parser.add_argument("--metadata-seconds", type=float, default=5.0, help="seconds of Metadata requests")
     parser.add_argument("--metadata-partitions", type=int, default=1000, help="partitions of the Metadata topic")
     parser.add_argument(
@@ -204,6 +220,7 @@ def run_compare(args: argparse.Namespace) -> int:
         warmup_s=args.warmup_seconds,
         latency_s=args.latency_seconds,
         latency_loads=args.latency_loads,
+        latency_rates=args.latency_rates,
         metadata_s=args.metadata_seconds,
         metadata_partitions=args.metadata_partitions,
         proxy_connections=args.proxy_connections,

@@ -83,9 +83,9 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass(slots=True, eq=False)
 class _Learned:
-    """Topic names and partitions whose cached value changed while a load ran."""
+    """Topic names and partitions whose cached value changed while a load ran (one per load: compared by identity)."""
 
     topics: set[str] = dataclasses.field(default_factory=set)
     partitions: set[tuple[str, int]] = dataclasses.field(default_factory=set)

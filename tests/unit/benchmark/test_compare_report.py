@@ -256,3 +256,30 @@ def test_the_written_report_carries_rows_and_proxy_overhead(tmp_path: Path) -> N
     assert written["proxy_overhead"] == proxy_overhead(compare_rows(_report(DIRECT, PROXIED)))
     assert _row(written["rows"], "produce acks=1")["ratios"]["proxy/direct"] == 375.0 / 412.3
     assert tmp_path / "latency.png" in paths  # both systems drawn, the proxy in a colour of its own
+
+
+def _at_rate(report: dict[str, Any], rate: int, p50s: dict[str, float]) -> dict[str, Any]:
+    """``report`` with a fixed-rate latency run of ``rate`` records/s on each system, at the given p50."""
+    report["settings"]["latency_rates"] = [rate]
+    for key, p50 in p50s.items():
+        run = {**_latency(p50, p50 * 3, p50 * 5), "load": None, "target_records_per_s": rate}
+        report["systems"][key]["phases"][f"latency_rate_{rate}"] = run
+    return report
+
+
+def test_fixed_rate_latency_has_rows_and_its_proxy_p50_is_judged() -> None:
+    report = _at_rate(_report(DIRECT, PROXIED, KAFKA), 2000, {"barnabas": 1.5, "barnabas-proxy": 2.25})
+    rows = compare_rows(report)
+    p50 = _row(rows, "end-to-end p50 at 2,000 records/s")
+    assert p50["values"]["barnabas"] == 1.5 and p50["proxy_added_ms"] == pytest.approx(0.75)
+    assert _row(rows, "end-to-end p99 at 2,000 records/s")["values"]["barnabas-proxy"] == pytest.approx(6.75)
+    figures = {f["what"]: f for f in proxy_overhead(rows)}
+    fixed = figures["end-to-end p50 at 2,000 records/s"]
+    assert (fixed["shown"], fixed["met"]) == ("+0.75 ms", False)
+    page = compare_markdown(report)
+    assert "- barnabas: 10% = 41.2 MB/s" in page and ", 2,000 records/s = 41.2 MB/s" in page
+
+
+def test_without_fixed_rates_there_are_no_fixed_rate_rows() -> None:
+    rows = compare_rows(_report(DIRECT, PROXIED))
+    assert not [row for row in rows if "records/s" in row["workload"]]

@@ -130,6 +130,34 @@ def test_a_load_overlapping_changes_every_time_keeps_a_topic_created_meanwhile(
     assert states == {("existing", 0), ("existing", 1), ("created", 0), ("created", 1)}
 
 
+def test_loads_at_once_each_keep_their_own_account_of_changes(tmp_path: Path) -> None:
+    """Two resync loads overlap, the later one ends first, and a topic is created before the first ends."""
+
+    async def scenario() -> set[str]:
+        storage = await open_storage(f"sqlite://{tmp_path / 'c.db'}")
+        try:
+            await TopicStore(storage).create(*_topic("existing"))
+            reached, go_on = asyncio.Event(), asyncio.Event()
+
+            async def hold_the_first(listing: int) -> None:
+                if listing == 1:
+                    reached.set()
+                    await go_on.wait()
+
+            store = TopicStore(_ChangingListings(storage, hold_the_first))
+            first = asyncio.create_task(store.load())
+            await reached.wait()
+            await store.load()
+            await store.create(*_topic("created"))
+            go_on.set()
+            await first
+            return set(store.topics)
+        finally:
+            await storage.close()
+
+    assert asyncio.run(scenario()) == {"existing", "created"}
+
+
 def _proposal(name: str, broker: int, partitions: int) -> tuple[Topic, dict[int, PartitionState]]:
     """What broker ``broker`` would store for a new topic: itself leading every partition."""
     topic = Topic(name, uuid.uuid4(), {p: (broker, (broker + 1) % 3) for p in range(partitions)})

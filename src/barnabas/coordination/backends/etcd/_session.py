@@ -6,8 +6,13 @@ Rules this module keeps (coordination.md §3):
   them itself when the lease is revoked or expires; nothing here deletes keys.
 - A keepalive is sent every TTL/3, and at once when the channel to the current member drops, each
   on a fresh LeaseKeepAlive stream bounded by a deadline (a long-lived stream can hang silently;
-  martyanov/aetcd#33). After a failure it is retried at once on the next endpoint, then every
-  :data:`RETRY_INTERVAL_S`.
+  martyanov/aetcd#33), never past the lease's end. With several members the deadline is a third of
+  the TTL, so a member that stopped answering leaves time to renew through another. With one
+  there is nowhere else to go and the deadline is two thirds, so a member a third of the TTL away
+  (a 1 s round trip on a 3 s session) still renews it: a third lost every such session. After a
+  failure it is retried at once on the next endpoint, then every :data:`RETRY_INTERVAL_S`.
+- While a keepalive is out, the session is SUSPENDED once no answer has come for two thirds of the
+  TTL (kazoo's read timeout), before the lease could end.
 - The three states are decided in :func:`state_after` alone: a keepalive answered with TTL > 0 is
   CONNECTED; an answer that the lease is gone (TTL <= 0, "lease not found") is LOST; an unanswered
   one is SUSPENDED until TTL has passed since the last answered keepalive was *sent* (the server
@@ -84,6 +89,8 @@ class EtcdSession(SessionBase):
         self._connection = connection
         self._on_close = on_close
         self._last_alive = granted_at
+        #: When the last answered keepalive's answer came (its own clock: when to say SUSPENDED).
+        self._last_answer = granted_at
         self._closed = False
         self._task: asyncio.Task[None] | None = None
 
@@ -116,6 +123,7 @@ class EtcdSession(SessionBase):
 
     async def _keep_alive(self) -> None:
         interval = self.ttl_s / 3
+        patience = interval if len(self._connection.address.endpoints) > 1 else 2 * interval
         try:
             while self.state is not SessionState.LOST:
                 now = time.monotonic()
@@ -128,10 +136,10 @@ class EtcdSession(SessionBase):
                     if delay > 0 and await self._connection.wait_closed(delay):
                         return
                 sent = time.monotonic()
-                deadline = min(sent + interval, self._last_alive + self.ttl_s)
-                beat = await self._beat(deadline)
+                beat = await self._watched_beat(min(sent + patience, self._last_alive + self.ttl_s))
                 if beat is Beat.ALIVE:
                     self._last_alive = sent
+                    self._last_answer = time.monotonic()
                 self._set_state(state_after(beat, time.monotonic() - self._last_alive, self.ttl_s))
                 if beat is Beat.GONE:
                     return
@@ -141,6 +149,18 @@ class EtcdSession(SessionBase):
         except Exception:  # a bug here must not go unnoticed, nor leave the session CONNECTED
             log.exception("keepalive of etcd session %s failed", self.id)
             self._set_state(SessionState.LOST)
+
+    async def _watched_beat(self, deadline: float) -> Beat:
+        """:meth:`_beat`, SUSPENDED meanwhile once nothing has been answered for two thirds of the TTL."""
+        beat = asyncio.ensure_future(self._beat(deadline))
+        try:
+            quiet_until = self._last_answer + 2 * self.ttl_s / 3
+            done, _ = await asyncio.wait({beat}, timeout=max(0.0, quiet_until - time.monotonic()))
+            if not done:
+                self._set_state(SessionState.SUSPENDED)
+            return await beat
+        finally:
+            beat.cancel()
 
     async def _beat(self, deadline: float) -> Beat:
         """One keepalive, over the current endpoint and then once over each other, until ``deadline``."""
