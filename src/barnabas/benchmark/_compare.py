@@ -17,8 +17,9 @@ Rules this module keeps:
   measured just before, so each system is compared at the same relative load. The exception is
   barnabas through its proxy: it runs at the direct barnabas's rates of this run (when barnabas
   ran before it), so that proxy − direct is the latency the proxy adds at the same offered load.
-  Then latency runs at the same fixed rates for every system (``latency_rates``, records/s): light
-  loads where the machine is not the bottleneck, so what a system (or the proxy) adds shows.
+  Then latency runs at the same fixed rates for every system (``latency_rates``, records/s), with
+  one producer and one consumer process: light loads where the machine is not the bottleneck, so
+  what a system (or the proxy) adds shows.
 - barnabas through its proxy (``barnabas-proxy``) is the same cluster with one proxy node in front,
   clients bootstrapping from the proxy only; every phase reports the proxy's CPU apart from the
   brokers'. Its first phase, before anything else touched the proxy, is the ``connections`` probe
@@ -310,15 +311,18 @@ class _Compare:
         warmup_s = min(1.0, settings.latency_s * 0.2)
         label = f"{spec.label}: end-to-end latency at {at} ({rate * settings.record_size / MB:,.1f} MB/s)"
         try:
-            count = min(settings.consumers, settings.partitions)
+            # A fixed (light) rate takes one producer and one consumer process: on a small machine more
+            # clients than that keep the cores busy and turn every extra hop into scheduling delay.
+            producer_count = settings.producers if load is not None else 1
+            count = min(settings.consumers if load is not None else 1, settings.partitions)
             for index in range(count):
                 mine = list(range(settings.partitions))[index::count]
                 job = LatencyJob(
                     system.bootstrap, topic, mine, settings.record_size, warmup_s, _IDLE_TIMEOUT_S, {}, stop
                 )
                 consumers.add(latency_consumer_worker, job)
-            for _ in range(settings.producers):
-                share = rate / settings.producers
+            for _ in range(producer_count):
+                share = rate / producer_count
                 producers.add(
                     paced_producer_worker,
                     PacedProduceJob(system.bootstrap, topic, share, settings.latency_s, settings.record_size, {}),
