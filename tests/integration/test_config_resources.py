@@ -27,6 +27,7 @@ from kafka.admin import ConfigResource as KafkaPythonConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 
 from barnabas.benchmark._kafka import KafkaCluster
+from barnabas.config.definitions import parse_host_port
 from barnabas.protocol import ErrorCode, request_class
 from tests.support.broker_process import BrokerProcess
 from tests.support.kafka_peer import kafka_peer
@@ -53,8 +54,8 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
 
 
 def connect(bootstrap: str) -> RawKafkaClient:
-    host, port = bootstrap.split(",", maxsplit=1)[0].rsplit(":", 1)
-    return RawKafkaClient.connect(host, int(port))
+    host, port = parse_host_port(bootstrap.split(",", maxsplit=1)[0])
+    return RawKafkaClient.connect(host, port)
 
 
 def legacy_alter(

@@ -256,11 +256,11 @@ class _Compare:
             max_rate, rate_of = self._latency_basis(spec, phases)
             for load in settings.latency_loads:
                 quiet = run._settle()
-                phase = self.latency(spec, system, run, load * max_rate, at=f"{load:.0%}", load=load)
+                phase = self.latency(spec, system, run, load * max_rate, load)
                 phases[f"latency_{round(load * 100)}"] = {**phase, "rate_of": rate_of, "settle": quiet}
             for rate in settings.latency_rates:
                 quiet = run._settle()
-                phase = self.latency(spec, system, run, rate, at=f"{rate:,} records/s")
+                phase = self.latency(spec, system, run, rate)
                 phases[f"latency_rate_{rate}"] = {**phase, "settle": quiet}
         if "metadata" in workloads:
             quiet = run._settle()
@@ -298,11 +298,12 @@ class _Compare:
             time.sleep(0.1)
 
     def latency(
-        self, spec: SystemSpec, system: RunningSystem, run: _Run, rate: float, *, at: str, load: float | None = None
+        self, spec: SystemSpec, system: RunningSystem, run: _Run, rate: float, load: float | None = None
     ) -> dict[str, Any]:
-        """Paced producers at ``rate`` records/s (``at``: the share of the max it is, or the rate), consumers
-        timing every record; ``load`` is that share, None for a fixed rate."""
+        """Paced producers at ``rate`` records/s, consumers timing every record; ``load`` is the share of
+        the max that rate is, None for a fixed rate."""
         settings = self.settings
+        at = f"{load:.0%}" if load is not None else f"{round(rate):,} records/s"
         topic = f"latency-{self.run_id}-{spec.key}-{round(load * 100) if load is not None else f'r{round(rate)}'}"
         self._create(system.bootstrap, topic, settings.partitions, min(spec.brokers, 3))
         consumers = WorkerGroup(f"latency consumers at {at}", run._alive_check)

@@ -1,4 +1,4 @@
-"""What DescribeConfigs and both AlterConfigs APIs share: the resource types and who may touch each.
+"""What DescribeConfigs and both AlterConfigs APIs share: the resource types, who may touch each, the cordon's name.
 
 Authorization (Kafka's ConfigHelper and KafkaApis): DESCRIBE_CONFIGS (describe) or ALTER_CONFIGS
 (alter) on the topic, else TOPIC_AUTHORIZATION_FAILED; on the group, else GROUP_AUTHORIZATION_FAILED;
@@ -14,12 +14,16 @@ from barnabas.security.acl import AclOperation, ResourceType
 from ._authorize import allowed, cluster_allowed
 from ._needs import NodeNeeds
 
-__all__ = ["BROKER", "GROUP", "TOPIC", "denial"]
+__all__ = ["ALL_LOG_DIRS", "BROKER", "CORDONED_LOG_DIRS", "GROUP", "TOPIC", "denial"]
 
 #: ConfigResource.Type ids.
 TOPIC = 2
 BROKER = 4
 GROUP = 32
+
+#: KIP-1066's broker config: the log dirs no new replica is placed in; ``*`` is every one, the whole broker.
+CORDONED_LOG_DIRS = "cordoned.log.dirs"
+ALL_LOG_DIRS = "*"
 
 
 def denial(state: NodeNeeds, operation: AclOperation, resource_type: int, name: str) -> tuple[ErrorCode, str] | None:

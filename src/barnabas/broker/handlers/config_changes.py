@@ -37,10 +37,9 @@ from barnabas.security.acl import AclOperation
 from ..registry import ApiSpec
 from ..topic_admin import TopicAdminError, alter_topic_config
 from ._build import NO_THROTTLE, make, response_types
-from ._config_resources import BROKER, GROUP, TOPIC, denial
+from ._config_resources import ALL_LOG_DIRS, BROKER, CORDONED_LOG_DIRS, GROUP, TOPIC, denial
 from ._needs import NodeNeeds
 from ._view import view_of
-from .configs import ALL_LOG_DIRS, CORDONED_LOG_DIRS
 
 ALTER_CONFIGS = 33
 INCREMENTAL_ALTER_CONFIGS = 44

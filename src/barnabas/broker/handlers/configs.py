@@ -22,15 +22,11 @@ from barnabas.security.acl import AclOperation
 
 from ..registry import ApiSpec
 from ._build import NO_THROTTLE, make, response_types
-from ._config_resources import BROKER, GROUP, TOPIC, denial
+from ._config_resources import ALL_LOG_DIRS, BROKER, CORDONED_LOG_DIRS, GROUP, TOPIC, denial
 from ._needs import NodeNeeds
 from ._view import view_of
 
 DESCRIBE_CONFIGS = 32
-
-#: KIP-1066's broker config: the log dirs no new replica is placed in; ``*`` is every one, the whole broker.
-CORDONED_LOG_DIRS = "cordoned.log.dirs"
-ALL_LOG_DIRS = "*"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
