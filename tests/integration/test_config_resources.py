@@ -1,10 +1,12 @@
-"""The legacy AlterConfigs API (33) and group config resources, through real clients and beside Apache Kafka 4.4.
+"""Config resources through real clients and beside Apache Kafka 4.4: legacy AlterConfigs, groups, compression.
 
-Legacy AlterConfigs replaces a resource's whole set of overrides: confluent-kafka's (deprecated)
-``alter_configs`` and kafka-python's ``alter_configs(incremental=False)`` send it. Group resources
-(type 32) describe Kafka's group settings at their defaults; setting one is refused, as barnabas
-serves none of the group kinds they tune. The same raw requests go to one Kafka 4.4 broker (KRaft,
-the jars bench/kafka-server/build.sh resolves) and to barnabas, and the answers are compared.
+Legacy AlterConfigs (33) replaces a resource's whole set of overrides: confluent-kafka's
+(deprecated) ``alter_configs`` and kafka-python's ``alter_configs(incremental=False)`` send it.
+Group resources (type 32) describe Kafka's group settings at their defaults; setting one is
+refused, as barnabas serves none of the group kinds they tune. A topic's ``compression.type``
+decides the codec its batches are stored in, whatever the producer sent. The same requests go to
+one Kafka 4.4 broker (KRaft, the jars bench/kafka-server/build.sh resolves) and to barnabas, and
+the answers (and the stored batches' codecs) are compared.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -25,14 +27,15 @@ from confluent_kafka.admin import (
 )
 from kafka.admin import ConfigResource as KafkaPythonConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
+from kafka.record.default_records import DefaultRecordBatch
 
 from barnabas.benchmark._kafka import KafkaCluster
 from barnabas.config.definitions import parse_host_port
-from barnabas.protocol import ErrorCode, request_class
+from barnabas.protocol import ErrorCode, iter_batch_headers, request_class
 from tests.support.broker_process import BrokerProcess
 from tests.support.kafka_peer import kafka_peer
 from tests.support.raw_client import RawKafkaClient
-from tests.support.requests import create_topic, unique
+from tests.support.requests import create_topic, create_topics, fetch, unique
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -222,4 +225,112 @@ def test_group_configs_are_described_as_kafka_describes_them(kafka: KafkaCluster
                          [(s.name, s.value, s.source) for s in entry.synonyms])
             for entry in result.configs
         }  # fmt: skip
+    assert described["barnabas"] == described["kafka"]
+
+
+# --- compression.type: the codec a topic stores batches in ---------------------------------------
+
+CODECS = {"none": 0, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+#: (topic compression.type, the producer's codec) sent to both.
+COMPRESSION_CASES = [("lz4", "none"), ("gzip", "zstd"), ("uncompressed", "snappy"), ("zstd", "zstd"),
+                     ("producer", "zstd"), ("snappy", "lz4")]  # fmt: skip
+COMPRESSION_SETTINGS = ("compression.type", "compression.gzip.level", "compression.lz4.level", "compression.zstd.level")
+
+
+def produce_with(bootstrap: str, topic: str, codec: str, values: list[bytes]) -> None:
+    """librdkafka's producer, in one batch compressed with ``codec``."""
+    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 50, "acks": "all"})
+    for value in values:
+        producer.produce(topic, value, key=b"k", partition=0)
+    assert producer.flush(TIMEOUT) == 0
+
+
+def stored(bootstrap: str, topic: str) -> tuple[list[int], list[bytes | None]]:
+    """The codec of each batch the partition holds and every record's value, as kafka-python decodes them."""
+    with connect(bootstrap) as client:
+        data = fetch(client, topic, 0, 0)
+    assert data.error_code == ErrorCode.none, data
+    records = bytes(data.records or b"")
+    codecs = [header.compression for _, header in iter_batch_headers(records)]
+    values = [record.value for position, header in iter_batch_headers(records)
+              for record in DefaultRecordBatch(records[position : position + header.size])]  # fmt: skip
+    return codecs, values
+
+
+def consumed(bootstrap: str, topic: str, count: int) -> list[bytes | None]:
+    """What librdkafka's consumer reads from the start of the partition."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("codec"), "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        values: list[bytes | None] = []
+        while len(values) < count:
+            message = consumer.poll(TIMEOUT)
+            assert message is not None, f"read {len(values)} of {count} records"
+            assert message.error() is None, message.error()
+            values.append(message.value())
+        return values
+    finally:
+        consumer.close()
+
+
+def test_topics_store_batches_in_their_compression_type_as_kafka_does(
+    kafka: KafkaCluster, shared_broker: BrokerProcess
+) -> None:
+    values = [f"record {i} ".encode() * 20 for i in range(5)]
+    codecs: dict[str, list[list[int]]] = {}
+    for system, bootstrap in (("kafka", kafka.bootstrap), ("barnabas", shared_broker.bootstrap)):
+        codecs[system] = []
+        for topic_codec, producer_codec in COMPRESSION_CASES:
+            topic = unique(f"codec-{topic_codec}")
+            with connect(bootstrap) as client:
+                create_topic(client, topic, **{"compression.type": topic_codec})
+            produce_with(bootstrap, topic, producer_codec, values)
+            batch_codecs, stored_values = stored(bootstrap, topic)
+            assert stored_values == values
+            assert consumed(bootstrap, topic, len(values)) == values
+            codecs[system].append(batch_codecs)
+    expected = [[CODECS[producer if topic == "producer" else topic]] for topic, producer in COMPRESSION_CASES]
+    assert codecs["kafka"] == expected
+    assert codecs["barnabas"] == codecs["kafka"]
+
+
+def test_compression_settings_are_checked_altered_and_described_as_kafka_does(
+    kafka: KafkaCluster, shared_broker: BrokerProcess
+) -> None:
+    """A bad codec or level refused alike; after a change new batches take the new codec; described alike."""
+    bad = [
+        ("compression.type", "none"),
+        ("compression.type", "LZ4"),
+        ("compression.gzip.level", "0"),
+        ("compression.gzip.level", "10"),
+        ("compression.lz4.level", "18"),
+        ("compression.zstd.level", "23"),
+    ]
+    refusals: dict[str, list[int]] = {}
+    described: dict[str, dict[str, tuple[Any, ...]]] = {}
+    for system, bootstrap in (("kafka", kafka.bootstrap), ("barnabas", shared_broker.bootstrap)):
+        topic = unique("codec-alter")
+        with connect(bootstrap) as client:
+            refusals[system] = []
+            for name, value in bad:
+                bad_topic = unique("codec-bad")
+                refusals[system].append(create_topics(client, [bad_topic], **{name: value})[bad_topic].error_code)
+            create_topic(client, topic, **{"compression.zstd.level": "7"})
+            refusals[system].extend(legacy_alter(client, TOPIC, topic, [(n, v)])[0] for n, v in bad)
+        produce_with(bootstrap, topic, "none", [b"before"])
+        with connect(bootstrap) as client:
+            zstd = [("compression.type", "zstd"), ("compression.zstd.level", "7")]
+            assert legacy_alter(client, TOPIC, topic, zstd)[0] == ErrorCode.none
+            result = describe(client, TOPIC, topic)
+        produce_with(bootstrap, topic, "none", [b"after"])
+        assert stored(bootstrap, topic) == ([0, 4], [b"before", b"after"])
+        described[system] = {
+            entry.name: (entry.value, entry.config_source, entry.config_type,
+                         [(s.name, s.value, s.source) for s in entry.synonyms])
+            for entry in result.configs
+            if entry.name in COMPRESSION_SETTINGS
+        }  # fmt: skip
+    assert refusals["kafka"] == [ErrorCode.invalid_config] * 2 * len(bad)
+    assert refusals["barnabas"] == refusals["kafka"]
+    assert sorted(described["kafka"]) == sorted(COMPRESSION_SETTINGS)
     assert described["barnabas"] == described["kafka"]

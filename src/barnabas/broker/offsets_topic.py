@@ -111,7 +111,12 @@ class OffsetsTopic:
                     OFFSETS_TOPIC,
                     num_partitions=int(config["offsets.topic.num.partitions"]),
                     replication_factor=factor,
-                    configs={"cleanup.policy": "compact", "segment.bytes": str(config["offsets.topic.segment.bytes"])},
+                    # Kafka's groupMetadataTopicConfigs: the coordinator's batches stay as it writes them.
+                    configs={
+                        "cleanup.policy": "compact",
+                        "compression.type": "producer",
+                        "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+                    },
                 )
             except TopicAdminError as exc:
                 if exc.error_code is not ErrorCode.topic_already_exists:

@@ -28,6 +28,7 @@ from typing import Any
 from .admin import ADMIN_CONFIG_LIST, AdminListener, parse_admin_listeners
 from .authorizer import AUTHORIZER_CONFIG_LIST
 from .definitions import (
+    COMPRESSION_TYPES,
     INT32_MAX,
     INT64_MAX,
     ConfigDef,
@@ -36,6 +37,7 @@ from .definitions import (
     ConfigType,
     at_least,
     between,
+    gzip_level,
     one_of,
     read_properties_file,
 )
@@ -148,8 +150,11 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
               "Largest allowed lead of a record timestamp over broker time.", at_least(0)),
     ConfigDef("min.insync.replicas", _I, 1, "Replicas that must acknowledge acks=all.", at_least(1)),
     ConfigDef("unclean.leader.election.enable", _B, False, "Allow an out-of-sync replica to become leader."),
-    ConfigDef("compression.type", _S, "producer", "Topic compression; barnabas keeps the producer's batches.",
-              one_of("producer")),
+    ConfigDef("compression.type", _S, "producer", "Codec batches are stored in; producer keeps the producer's.",
+              one_of(*COMPRESSION_TYPES)),
+    ConfigDef("compression.gzip.level", _I, -1, "gzip level when compression.type is gzip.", gzip_level),
+    ConfigDef("compression.lz4.level", _I, 9, "lz4 level when compression.type is lz4.", between(1, 17)),
+    ConfigDef("compression.zstd.level", _I, 3, "zstd level when compression.type is zstd.", between(-131072, 22)),
     ConfigDef("replica.lag.time.max.ms", _L, 30000, "Lag after which a follower leaves the ISR.", at_least(0)),
     ConfigDef("replica.fetch.max.bytes", _I, 1048576, "Bytes a follower fetches per partition.", at_least(0)),
     ConfigDef("replica.fetch.response.max.bytes", _I, 10485760, "Bytes a follower fetch response holds.",

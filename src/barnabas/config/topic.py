@@ -19,6 +19,7 @@ from barnabas.log import LogConfig
 
 from .broker import BrokerConfig
 from .definitions import (
+    COMPRESSION_TYPES,
     INT64_MAX,
     ConfigDef,
     ConfigError,
@@ -26,6 +27,7 @@ from .definitions import (
     ConfigType,
     at_least,
     between,
+    gzip_level,
     one_of,
 )
 
@@ -61,8 +63,14 @@ _SETTINGS: tuple[TopicSetting, ...] = (
     TopicSetting(ConfigDef("cleanup.policy", _LIST, ["delete"], "delete, compact or both.",
                            one_of("delete", "compact")), "log.cleanup.policy"),
     TopicSetting(ConfigDef("compression.type", _S, "producer",
-                           "barnabas keeps batches as the producer compressed them.", one_of("producer")),
+                           "Codec batches are stored in; producer keeps the producer's.", one_of(*COMPRESSION_TYPES)),
                  "compression.type"),
+    TopicSetting(ConfigDef("compression.gzip.level", _I, -1, "gzip level when compression.type is gzip.",
+                           gzip_level), "compression.gzip.level"),
+    TopicSetting(ConfigDef("compression.lz4.level", _I, 9, "lz4 level when compression.type is lz4.",
+                           between(1, 17)), "compression.lz4.level"),
+    TopicSetting(ConfigDef("compression.zstd.level", _I, 3, "zstd level when compression.type is zstd.",
+                           between(-131072, 22)), "compression.zstd.level"),
     TopicSetting(ConfigDef("delete.retention.ms", _L, 86400000, "How long tombstones are kept.", at_least(0)),
                  "log.cleaner.delete.retention.ms"),
     TopicSetting(ConfigDef("file.delete.delay.ms", _L, 60000, "Delay before deleted segment files go.",

@@ -9,7 +9,7 @@ Rules this module keeps:
   Kafka's own bounds (``segment.bytes`` >= 1 MiB since Kafka 4). The dataclass itself only rejects
   values that would break the log, so tests may build small segments directly, as Kafka's tests do
   with the internal ``internal.segment.bytes``.
-- Keys the log does not own (``compression.type``, ``min.insync.replicas`` ...) are ignored here;
+- Keys the log does not own (``min.insync.replicas``, ``unclean.leader.election.enable`` ...) are ignored here;
   the broker's config layer validates the full topic config.
 - Compaction settings keep Kafka's rule that ``min.compaction.lag.ms`` may not exceed
   ``max.compaction.lag.ms`` (LogConfig.validateValues).
@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from barnabas.protocol import RECORDS_EXPANSION
+from barnabas.protocol import RECORDS_EXPANSION, Compression
 
 __all__ = ["LogConfig"]
 
@@ -31,6 +31,17 @@ _DAY_MS = 24 * 60 * 60 * 1000
 
 _TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 _CLEANUP_POLICIES = ("compact", "delete")
+#: compression.type's values (Kafka's BrokerCompressionType): a codec, or the producer's own.
+_COMPRESSION_TYPES: dict[str, Compression | None] = {
+    "uncompressed": Compression.NONE,
+    "zstd": Compression.ZSTD,
+    "lz4": Compression.LZ4,
+    "snappy": Compression.SNAPPY,
+    "gzip": Compression.GZIP,
+    "producer": None,
+}
+#: Kafka's bounds of each codec's compression.<codec>.level (CompressionType): gzip also takes -1.
+_GZIP_LEVELS, _LZ4_LEVELS, _ZSTD_LEVELS = (1, 9), (1, 17), (-131072, 22)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +67,10 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = _INT64_MAX
     min_cleanable_dirty_ratio: float = 0.5
+    compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
 
     def __post_init__(self) -> None:
         _check(self.segment_bytes, "segment.bytes", 61, _INT32_MAX)
@@ -81,6 +96,14 @@ class LogConfig:
                 f"conflict topic config setting min.compaction.lag.ms ({self.min_compaction_lag_ms}) > "
                 f"max.compaction.lag.ms ({self.max_compaction_lag_ms})"
             )
+        if self.compression_type not in _COMPRESSION_TYPES:
+            raise ValueError(
+                f"compression.type must be one of {', '.join(_COMPRESSION_TYPES)}, not {self.compression_type!r}"
+            )
+        if self.compression_gzip_level != -1:
+            _check(self.compression_gzip_level, "compression.gzip.level", *_GZIP_LEVELS)
+        _check(self.compression_lz4_level, "compression.lz4.level", *_LZ4_LEVELS)
+        _check(self.compression_zstd_level, "compression.zstd.level", *_ZSTD_LEVELS)
         if self.message_timestamp_type not in _TIMESTAMP_TYPES:
             raise ValueError(
                 f"message.timestamp.type must be one of {', '.join(_TIMESTAMP_TYPES)}, "
@@ -112,6 +135,19 @@ class LogConfig:
         Java producer's buffer can hold.
         """
         return min(RECORDS_EXPANSION * self.max_message_bytes, _INT32_MAX)
+
+    @property
+    def target_compression(self) -> tuple[Compression, int] | None:
+        """The codec and level the log stores client batches in, or None to keep the producer's."""
+        codec = _COMPRESSION_TYPES[self.compression_type]
+        if codec is None:
+            return None
+        levels = {
+            Compression.GZIP: self.compression_gzip_level,
+            Compression.LZ4: self.compression_lz4_level,
+            Compression.ZSTD: self.compression_zstd_level,
+        }
+        return codec, levels.get(codec, -1)
 
     @property
     def log_append_time(self) -> bool:
@@ -175,6 +211,20 @@ def _parse_timestamp_type(key: str, raw: str) -> str:
     return value
 
 
+def _parse_compression_type(key: str, raw: str) -> str:
+    value = raw.strip()
+    if value not in _COMPRESSION_TYPES:
+        raise ValueError(f"{key} must be one of {', '.join(_COMPRESSION_TYPES)}, not {raw!r}")
+    return value
+
+
+def _parse_gzip_level(key: str, raw: str) -> int:
+    value = _parse_int(key, raw)
+    if value != -1:
+        _check(value, key, *_GZIP_LEVELS)
+    return value
+
+
 def _parse_cleanup_policy(key: str, raw: str) -> str:
     policies = [p.strip() for p in raw.split(",") if p.strip()]
     if not policies or any(p not in _CLEANUP_POLICIES for p in policies):
@@ -204,4 +254,8 @@ _PROPERTIES: dict[str, tuple[str, _Parse, int, int]] = {
     "min.compaction.lag.ms": ("min_compaction_lag_ms", _parse_int, 0, _INT64_MAX),
     "max.compaction.lag.ms": ("max_compaction_lag_ms", _parse_int, 1, _INT64_MAX),
     "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _parse_ratio, 0, 0),
+    "compression.type": ("compression_type", _parse_compression_type, 0, 0),
+    "compression.gzip.level": ("compression_gzip_level", _parse_gzip_level, -1, _GZIP_LEVELS[1]),
+    "compression.lz4.level": ("compression_lz4_level", _parse_int, *_LZ4_LEVELS),
+    "compression.zstd.level": ("compression_zstd_level", _parse_int, *_ZSTD_LEVELS),
 }

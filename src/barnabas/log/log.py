@@ -97,7 +97,13 @@ from .results import (
 from .retention import SegmentStats, plan_retention
 from .scheduler import LogScheduler, SegmentSync, run_soon
 from .segment import LogSegment
-from .validator import check_follower_batches, check_timestamps, stamp_log_append_time, validate_client_batch
+from .validator import (
+    check_follower_batches,
+    check_timestamps,
+    convert_compression,
+    stamp_log_append_time,
+    validate_client_batch,
+)
 
 __all__ = [
     "AppendResult",
@@ -420,6 +426,7 @@ class PartitionLog:
             records = memoryview(records)[:size]
         header = validate_client_batch(records, self._config, self._topic_partition)
         check_timestamps(header, self._config, now_ms)
+        records, header = convert_compression(records, header, self._config)
         latest = self._epochs.latest_epoch
         if leader_epoch >= 0 and latest is not None and leader_epoch < latest:
             raise ValueError(f"leader epoch {leader_epoch} is older than the log's latest epoch {latest}")

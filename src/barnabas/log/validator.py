@@ -18,7 +18,12 @@ Rules this module keeps:
 - A follower's batches (:func:`check_follower_batches`) carry the leader's offsets and epochs:
   each passes its CRC and offset checks, none of the client rules. Offsets must increase but may
   skip (a compacted leader's log has gaps); going back is refused, as in UnifiedLog.
-- The append path calls these once per batch, never per record, and none copies the batch.
+- A topic whose ``compression.type`` names a codec stores client batches in it
+  (:func:`convert_compression`, LogValidator's non-in-place path): a batch in another codec has its
+  records section decompressed (under ``LogConfig.max_records_bytes``) and compressed again, the
+  records themselves left as they are, and the new batch must still fit max.message.bytes and
+  segment.bytes. Only such a batch is copied; every other check and patch is in place.
+- The append path calls these once per batch, never per record.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from barnabas.protocol import (
     RecordBatchHeader,
     RecordKey,
     parse_batch_header,
+    recompress_batch,
     scan_record_keys,
     set_log_append_time,
     validate_batch,
@@ -52,6 +58,7 @@ __all__ = [
     "check_keys",
     "check_records",
     "check_timestamps",
+    "convert_compression",
     "stamp_log_append_time",
     "validate_client_batch",
     "whole_batches",
@@ -94,6 +101,32 @@ def validate_client_batch(
     if config.compact:
         check_records(records, topic_partition, config.max_records_bytes)
     return header
+
+
+def convert_compression(
+    records: bytearray | memoryview, header: RecordBatchHeader, config: LogConfig
+) -> tuple[bytearray | memoryview, RecordBatchHeader]:
+    """The batch in the topic's compression.type: the same bytes when it already is (or is ``producer``).
+
+    Kafka's LogValidator recompresses when source and target codecs differ, then UnifiedLog
+    checks the new batch's size against max.message.bytes again (messageSizeMaybeChanged).
+
+    Raises:
+        CorruptRecordError: the records do not decompress, or to more than max_records_bytes.
+        RecordTooLargeError: the recompressed batch exceeds max.message.bytes.
+        RecordBatchTooLargeError: it exceeds segment.bytes.
+    """
+    target = config.target_compression
+    if target is None or target[0] == header.compression:
+        return records, header
+    codec, level = target
+    converted = recompress_batch(records, header, codec, level, config.max_records_bytes)
+    header = parse_batch_header(converted)
+    if header.size > config.max_message_bytes:
+        raise RecordTooLargeError(header.size, config.max_message_bytes)
+    if header.size > config.segment_bytes:
+        raise RecordBatchTooLargeError(header.size, config.segment_bytes)
+    return converted, header
 
 
 def check_records(records: bytearray | memoryview, topic_partition: str, max_records_bytes: int) -> None:

@@ -70,6 +70,7 @@ from ._records import (
     build_record_batch,
     decode_batch_records,
     rebuild_batch,
+    recompress_batch,
     scan_record_keys,
 )
 from ._requests import Request, RequestHeader, decode_request, peek_header, request_schema
@@ -141,6 +142,7 @@ __all__ = [
     "patch_batch",
     "peek_header",
     "rebuild_batch",
+    "recompress_batch",
     "request_class",
     "request_schema",
     "response_class",

@@ -76,6 +76,7 @@ __all__ = [
     "build_record_batch",
     "decode_batch_records",
     "rebuild_batch",
+    "recompress_batch",
     "scan_record_keys",
 ]
 
@@ -124,6 +125,13 @@ _SNAPPY_MAX_EXPANSION = 22
 _BLOCK_SIZE = struct.Struct(">i")
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte batch header, as in _record_batch
 _MAX_VARINT_SHIFT = 63
+_ATTRIBUTES = struct.Struct(">h")
+_CRC = struct.Struct(">I")
+#: Where the batch length, the CRC-32C and the attributes (where the CRC's span starts) sit.
+_LENGTH_AT, _CRC_AT, _ATTRIBUTES_AT = 8, 17, 21
+#: Kafka's default LZ4 level, the one it compresses with lz4-java's fast compressor, and the LZ4
+#: frame level of that compressor (cramjam's own default, 4, is high compression: 9 times slower).
+_LZ4_FAST_LEVEL, _LZ4_FRAME_FAST = 9, 0
 #: The smallest record (DefaultRecord): its length, attributes, timestamp and offset deltas, key and
 #: value lengths and header count, one byte each.
 _MIN_RECORD_SIZE = 7
@@ -493,19 +501,58 @@ def _nullable(value: bytes | None) -> bytes:
     return varint(len(value)) + value
 
 
-def _compress(codec: int, data: bytes) -> bytes:
+def _compress(codec: int, data: bytes | memoryview, level: int | None = None) -> bytes:
+    """``data`` compressed with ``codec`` at Kafka's ``level`` for it (None: the codec's default).
+
+    Levels mean what Kafka's do (KIP-390): gzip 1-9 or -1 for the default; LZ4 9 is the fast
+    compressor and any other level the high-compression one, as in Kafka's Lz4BlockOutputStream;
+    zstd's levels are zstd's own.
+    """
     if codec == Compression.GZIP:
-        return bytes(cramjam.gzip.compress(data))
+        return bytes(cramjam.gzip.compress(data, level=None if level == -1 else level))
     if codec == Compression.SNAPPY:
         return bytes(cramjam.snappy.compress_raw(data))
     if codec == Compression.LZ4:
         # Independent blocks and no content checksum: what Kafka's Lz4BlockOutputStream writes.
-        compressor = cramjam.lz4.Compressor(block_linked=False, content_checksum=False)
-        compressor.compress(data)
+        lz4_level = _LZ4_FRAME_FAST if level in {None, _LZ4_FAST_LEVEL} else level
+        compressor = cramjam.lz4.Compressor(level=lz4_level, block_linked=False, content_checksum=False)
+        compressor.compress(data if isinstance(data, bytes) else bytes(data))
         return bytes(compressor.finish())
     if codec == Compression.ZSTD:
-        return bytes(cramjam.zstd.compress(data))
-    return data
+        return bytes(cramjam.zstd.compress(data, level=level))
+    return bytes(data)
+
+
+def recompress_batch(
+    records: bytes | bytearray | memoryview, header: RecordBatchHeader, codec: int, level: int | None, limit: int
+) -> bytearray:
+    """The batch at the start of ``records`` with its records section in ``codec`` instead (CRC-32C renewed).
+
+    What LogValidator does when a topic's compression.type differs from the producer's codec, with
+    the records themselves left as they are: a v2 records section is the same bytes under every
+    codec, so only the codec changes, with the attributes' codec bits, the batch length and the
+    CRC. Every other header field (offsets, timestamps, producer id, epoch and sequence) stays.
+
+    Args:
+        records: a whole v2 batch (its CRC already checked), possibly followed by other bytes.
+        header: its parsed header.
+        codec: the Compression to write.
+        level: Kafka's compression level for ``codec`` (None for the default).
+        limit: the most the records section may decompress to.
+
+    Raises:
+        CorruptRecordError: the records do not decompress, or to more than ``limit`` bytes.
+    """
+    section = memoryview(records)[BATCH_HEADER_SIZE : header.size]
+    if header.records_count > 0:
+        section = memoryview(_compress(codec, _decompress(header.compression, section, limit), level))
+    out = bytearray(BATCH_HEADER_SIZE + len(section))
+    out[:BATCH_HEADER_SIZE] = memoryview(records)[:BATCH_HEADER_SIZE]
+    out[BATCH_HEADER_SIZE:] = section
+    _BLOCK_SIZE.pack_into(out, _LENGTH_AT, len(out) - LOG_OVERHEAD)
+    _ATTRIBUTES.pack_into(out, _ATTRIBUTES_AT, (header.attributes & ~COMPRESSION_MASK) | codec)
+    _CRC.pack_into(out, _CRC_AT, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
+    return out
 
 
 def _encode_record(  # noqa: PLR0917 - a record's own fields, in wire order
@@ -567,7 +614,7 @@ def _assemble(  # noqa: PLR0917 - the batch header's own fields, in wire order
         records_count,
     )
     out += payload
-    struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[21:]))
+    _CRC.pack_into(out, _CRC_AT, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
     return bytes(out)
 
 

@@ -46,7 +46,9 @@ def test_with_overrides_applies_topic_properties() -> None:
             "min.compaction.lag.ms": "5",
             "max.compaction.lag.ms": "50",
             "min.cleanable.dirty.ratio": "0.25",
-            "compression.type": "zstd",  # not the log's: ignored
+            "compression.type": "zstd",
+            "compression.zstd.level": "-7",
+            "min.insync.replicas": "2",  # not the log's: ignored
         }
     )
     assert config.segment_bytes == 2097152
@@ -63,6 +65,7 @@ def test_with_overrides_applies_topic_properties() -> None:
     assert config.delete_enabled and config.compact
     assert (config.delete_retention_ms, config.min_compaction_lag_ms, config.max_compaction_lag_ms) == (100, 5, 50)
     assert config.min_cleanable_dirty_ratio == 0.25
+    assert config.target_compression == (4, -7)
 
 
 def test_with_overrides_keeps_the_base_config() -> None:
@@ -86,12 +89,35 @@ def test_with_overrides_keeps_the_base_config() -> None:
         ("min.cleanable.dirty.ratio", "half", "min.cleanable.dirty.ratio must be a number"),
         ("max.compaction.lag.ms", "0", "max.compaction.lag.ms=0"),
         ("min.compaction.lag.ms", "10", "min.compaction.lag.ms (10) > max.compaction.lag.ms (5)"),
+        ("compression.type", "none", "compression.type must be one of uncompressed, zstd, lz4, snappy, gzip"),
+        ("compression.gzip.level", "0", "compression.gzip.level=0 is out of range [1, 9]"),
+        ("compression.gzip.level", "10", "compression.gzip.level=10 is out of range [1, 9]"),
+        ("compression.lz4.level", "18", "compression.lz4.level=18 is out of range [1, 17]"),
+        ("compression.zstd.level", "23", "compression.zstd.level=23 is out of range [-131072, 22]"),
     ],
 )
 def test_with_overrides_rejects_bad_values_with_a_one_line_reason(key: str, value: str, fragment: str) -> None:
     with pytest.raises(ValueError, match=re.escape(fragment)) as info:
         LogConfig(max_compaction_lag_ms=5).with_overrides({key: value})
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("properties", "target"),
+    [
+        ({}, None),
+        ({"compression.type": "uncompressed"}, (0, -1)),
+        ({"compression.type": "gzip"}, (1, -1)),
+        ({"compression.type": "gzip", "compression.gzip.level": "9"}, (1, 9)),
+        ({"compression.type": "snappy", "compression.zstd.level": "9"}, (2, -1)),
+        ({"compression.type": "lz4"}, (3, 9)),
+        ({"compression.type": "zstd"}, (4, 3)),
+    ],
+)
+def test_compression_type_names_the_codec_and_level_batches_are_stored_in(
+    properties: dict[str, str], target: tuple[int, int] | None
+) -> None:
+    assert LogConfig().with_overrides(properties).target_compression == target
 
 
 def test_compact_only_disables_time_and_size_retention() -> None:
@@ -106,5 +132,7 @@ def test_to_properties_round_trips() -> None:
         cleanup_policy="compact",
         min_cleanable_dirty_ratio=0.125,
         delete_retention_ms=7,
+        compression_type="gzip",
+        compression_gzip_level=4,
     )
     assert LogConfig().with_overrides(config.to_properties()) == config
