@@ -21,7 +21,9 @@ the same settings), measured from outside as a client and an operator see them:
    every partition the victim did not hold is still led). barnabas only.
 
 Parts 1-3 run on every system of ``--systems`` (barnabas,kafka); the report puts them side by side
-with barnabas ÷ Kafka. Writes ``bench/results/scale.json`` and ``scale.md``:
+with barnabas ÷ Kafka. Writes ``bench/results/scale.json`` and ``scale.md``; a run of some parts
+(``--only``) keeps the other parts of the report already there, each section saying when it ran
+(``measured_at``):
 
     python bench/scale.py [--systems barnabas,kafka] [--partitions 10000] [--connections 10000]
         [--recovery-gb 10] [--cluster-partitions 100000] [--only partitions,connections,recovery,cluster]
@@ -396,6 +398,16 @@ def compared_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def kept_sections(previous: Path, results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The sections of an earlier report that this run did not measure again, with this run's."""
+    if not previous.exists():
+        return results
+    merged: dict[str, dict[str, Any]] = json.loads(previous.read_text()).get("results", {})
+    for system, sections in results.items():
+        merged.setdefault(system, {}).update(sections)
+    return merged
+
+
 def write_report(output: Path, report: dict[str, Any]) -> None:
     output.mkdir(parents=True, exist_ok=True)
     (output / "scale.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -433,6 +445,7 @@ def main() -> int:
         parser.error(f"unknown systems: {', '.join(sorted(unknown))} (known: {', '.join(SYSTEMS)})")
     limits = {"open_files": allow_open_files()}
     results: dict[str, dict[str, Any]] = {system: {} for system in systems}
+    measured_at = time.strftime("%Y-%m-%d %H:%M")
     with tempfile.TemporaryDirectory(prefix="barnabas-scale-") as tmp:
         base = args.work_dir or Path(tmp)
         for system in systems:
@@ -456,6 +469,10 @@ def main() -> int:
             if "cluster" in parts and system == "barnabas":
                 found["cluster"] = cluster_partitions(base / system, args.cluster_partitions)
                 print(system, "cluster", found["cluster"], flush=True)
+    for sections in results.values():
+        for section in sections.values():
+            section.setdefault("measured_at", measured_at)
+    results = kept_sections(args.output / "scale.json", results)
     report = {
         "run_at": time.strftime("%Y-%m-%d %H:%M:%S"), "environment": environment(None), "limits": limits,
         "results": results, "compared": compared_rows(results),

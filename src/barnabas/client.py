@@ -37,7 +37,6 @@ Rules this module keeps (Kafka's NetworkClient/InFlightRequests semantics):
 from __future__ import annotations
 
 import asyncio
-import collections
 import enum
 import logging
 import ssl
@@ -57,6 +56,7 @@ from barnabas.protocol import (
     request_class,
     response_correlation_id,
 )
+from barnabas.slim_event import SlimEvent
 
 __all__ = ["DEFAULT_MAX_RESPONSE_SIZE", "BrokerConnectionError", "KafkaClient", "RequestFrame", "SaslClientMechanism"]
 
@@ -177,11 +177,11 @@ class KafkaClient:
         self._frames = FrameReader(max_response_size)
         self._transport: asyncio.Transport | None = None
         self._phase = Phase.OPEN
-        self._in_flight: collections.deque[_InFlight] = collections.deque()
+        # A list and SlimEvents, not a deque and asyncio.Events: a proxy keeps one client per client connection.
+        self._in_flight: list[_InFlight] = []
         self._next_correlation_id = 0
-        self._can_write = asyncio.Event()
-        self._can_write.set()
-        self._closed = asyncio.Event()
+        self._can_write = SlimEvent(True)
+        self._closed = SlimEvent()
         self._failure: tuple[str, BaseException | None] | None = None
         #: The broker's SASL session (KIP-368): its length in seconds and when it ends (the event loop's
         #: clock); None when it does not end (or the connection is not SASL).
@@ -471,7 +471,7 @@ class KafkaClient:
                 f"response with correlation id {correlation_id}, expected {entry.correlation_id} "
                 f"for {self._describe(entry)}"
             )
-        self._in_flight.popleft()
+        del self._in_flight[0]
         if not entry.response.done():  # done: its caller was cancelled
             # kio reads only bytes: a large response (the reader's own buffer) is copied unless relayed.
             entry.response.set_result(frame if entry.raw or isinstance(frame, bytes) else bytes(frame))
@@ -495,7 +495,7 @@ class KafkaClient:
         if self._in_flight:
             log.debug("%s: %s; failing %d requests in flight", self._where(), reason, len(self._in_flight))
         while self._in_flight:
-            entry = self._in_flight.popleft()
+            entry = self._in_flight.pop(0)
             if not entry.response.done():
                 error = BrokerConnectionError(f"{self._where()}: {self._describe(entry)} failed: {reason}")
                 error.__cause__ = cause

@@ -31,6 +31,9 @@ Rules this module keeps (Kafka's SocketServer/RequestChannel semantics):
   does a request after the session expired (``connections.max.reauth.ms``) that is not a
   re-authentication. A failed exchange is answered (after the failure delay, by its handler) and
   the connection then closed. Once authenticated, the principal is the SASL user.
+- A task takes up requests only while there are some: it ends once no whole frame is left, and
+  the next frame in starts another (which sets the listener, principal and SASL state it serves for).
+  An idle connection holds no task, no coroutine and no read buffer, only its transport and state.
 - Bytes are received BufferedProtocol-style into the frame reader's buffers: a large frame
   (a produce) is read from the socket straight into a buffer of its own exact size, which then
   carries the records to the log uncopied.
@@ -40,7 +43,9 @@ Rules this module keeps (Kafka's SocketServer/RequestChannel semantics):
 - A new connection over ``max.connections`` (its listener's or the broker's) or
   ``max.connections.per.ip`` is closed at once with one INFO line (``connection_limits``).
 - A connection with no request in progress and no byte in or out for ``connections.max.idle.ms``
-  is closed (Kafka's Selector idle expiry); a negative value never closes one.
+  is closed (Kafka's Selector idle expiry); a negative value never closes one. One sweep over
+  every connection, each tenth of that time (``close_idle_connections``), finds them: a timer per
+  connection would cost more than the rest of an idle connection's state.
 - While ``queued.max.requests`` whole requests wait unread-ahead over all connections, a connection
   with requests of its own waiting reads no more until it has taken them up.
 - With a client quota configured, each request's share is measured (``client_quotas``); a
@@ -54,7 +59,6 @@ import asyncio
 import enum
 import inspect
 import logging
-from collections import deque
 from time import monotonic, perf_counter
 from typing import Any, cast
 
@@ -69,6 +73,7 @@ from barnabas.protocol import (
     peek_header,
 )
 from barnabas.security import ANONYMOUS, ListenerSecurity, NoMatchingRuleError, SaslAuthenticator, SaslState
+from barnabas.slim_event import SlimEvent
 
 from .connection_limits import client_address
 from .file_sender import send_with_files, write_with_files
@@ -76,7 +81,7 @@ from .registry import API_VERSIONS_KEY, CLOSE_CONNECTION, ApiRegistry
 from .request_context import CLIENT_HOST, LISTENER_NAME, PRINCIPAL, SASL
 from .state import BrokerState
 
-__all__ = ["KafkaConnection"]
+__all__ = ["KafkaConnection", "close_idle_connections"]
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +91,24 @@ PAUSE_READING_AT = 8 << 20
 MAX_PIPELINED = 16
 #: The APIs that move a SASL connection's state.
 SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY = 17, 36
+
+
+#: The idle sweep runs this many times per connections.max.idle.ms, and at most every 10 ms.
+IDLE_SWEEPS_PER_PERIOD = 10
+_IDLE_SWEEP_MIN_S = 0.01
+
+
+async def close_idle_connections(connections: set[KafkaConnection], idle_ms: int) -> None:
+    """Close, until cancelled, each connection idle for ``idle_ms`` (connections.max.idle.ms; negative: never)."""
+    if idle_ms < 0:
+        return
+    idle_s = idle_ms / 1000
+    period = max(idle_s / IDLE_SWEEPS_PER_PERIOD, _IDLE_SWEEP_MIN_S)
+    while True:
+        await asyncio.sleep(period)
+        now = monotonic()
+        for connection in list(connections):
+            connection.close_if_idle(now, idle_s)
 
 
 class Phase(enum.Enum):
@@ -107,28 +130,24 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._requests = state.node.metrics.requests
         self._frames = FrameReader(state.node.config["socket.request.max.bytes"])
         self._transport: asyncio.Transport | None = None
-        self._peer = "?"
-        self._client_host = ""
         self._phase = Phase.OPEN
-        self._wakeup = asyncio.Event()
-        self._can_write = asyncio.Event()
-        self._can_write.set()
+        # SlimEvents and a list, not asyncio.Events and a deque: a connection's memory was mostly these.
+        self._can_write = SlimEvent(True)
         self._reading_paused = False
+        #: The task taking up requests; None while none wait (``_serve`` ends when it runs out of frames).
         self._task: asyncio.Task[None] | None = None
-        #: Answers not yet written, in request order (pipelined requests' tasks, and what follows them).
-        self._answers: deque[tuple[str, asyncio.Future[Any]]] = deque()
-        self._answers_done = asyncio.Event()
-        self._answers_done.set()
+        #: Answers not yet written, in request order (pipelined requests' tasks, and what follows them);
+        #: at most MAX_PIPELINED.
+        self._answers: list[tuple[str, asyncio.Future[Any]]] = []
+        self._answers_done = SlimEvent(True)
         #: Set whenever an answer leaves ``_answers``: a full queue has room again.
-        self._answer_taken = asyncio.Event()
+        self._answer_taken = SlimEvent()
         #: The response being sent with sendfile; nothing else is written meanwhile.
         self._sending: asyncio.Task[None] | None = None
         #: (listener, client address) this connection is counted under in ``connection_limits``.
         self._counted: tuple[str, str] | None = None
-        idle_ms = int(state.node.config["connections.max.idle.ms"])
-        self._idle_s = idle_ms / 1000 if idle_ms >= 0 else None
+        #: When bytes last went in or out (monotonic), for the idle sweep (``close_idle_connections``).
         self._last_active = monotonic()
-        self._idle_timer: asyncio.TimerHandle | None = None
         #: Whether a request is being handled (an idle check leaves the connection alone meanwhile).
         self._handling = False
         #: This connection's whole requests counted in the broker's ``queued_requests``.
@@ -142,8 +161,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # uvloop's transports implement asyncio.Transport without subclassing it.
         self._transport = cast(asyncio.Transport, transport)
         peer = self._transport.get_extra_info("peername")
-        self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self._client_host = f"/{peer[0]}" if peer else ""
         ssl_object = self._transport.get_extra_info("ssl_object")
         self._tls = ssl_object is not None
         if not self._admit(peer[0] if peer else ""):
@@ -161,10 +178,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._sasl = SaslAuthenticator(self._listener.sasl, self._state.node.credentials)
                 self._frames.max_frame_size = self._listener.sasl.max_receive_size
         self._state.node.connections.add(self)
-        loop = asyncio.get_running_loop()
-        self._task = loop.create_task(self._serve(), name=f"conn {self._peer}")
-        if self._idle_s is not None:
-            self._idle_timer = loop.call_later(self._idle_s, self._check_idle)
+
+    @property
+    def _peer(self) -> str:
+        """The client's address for log lines (asked of the transport, which keeps it: not stored per connection)."""
+        peer = self._transport.get_extra_info("peername") if self._transport is not None else None
+        return f"{peer[0]}:{peer[1]}" if peer else "?"
+
+    def _set_request_context(self) -> None:
+        """What handlers read of the connection (listener, principal, SASL state), in the serving task's context."""
+        peer = self._transport.get_extra_info("peername") if self._transport is not None else None
+        CLIENT_HOST.set(f"/{peer[0]}" if peer else "")
+        LISTENER_NAME.set(self._listener.name if self._listener is not None else "")
+        PRINCIPAL.set(self._principal)
+        SASL.set(self._sasl)
+
+    def _take_up_frames(self) -> None:
+        """Start a task taking up requests, unless one is running (it takes up every frame there is)."""
+        if self._task is None and self._phase is Phase.OPEN:
+            self._task = asyncio.get_running_loop().create_task(self._serve())
 
     def _admit(self, host: str) -> bool:
         """Count this connection against the connection limits, or close it at once if over one."""
@@ -180,18 +212,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._counted = (listener, address)
         return True
 
-    def _check_idle(self) -> None:
-        """Close the connection once it has been idle for connections.max.idle.ms, else look again then."""
-        if self._phase is not Phase.OPEN or self._idle_s is None:
+    def close_if_idle(self, now: float, idle_s: float) -> None:
+        """Close the connection if it has been idle for ``idle_s`` (connections.max.idle.ms) at ``now``."""
+        if self._phase is not Phase.OPEN:
             return
-        now = monotonic()
         if self._handling or self._answers or self._sending is not None or self._muted_until:
             self._last_active = now
         idle_for = now - self._last_active
-        if idle_for >= self._idle_s:
+        if idle_for >= idle_s:
             self.close(f"idle for {idle_for * 1000:.0f} ms (connections.max.idle.ms)", logging.DEBUG)
-            return
-        self._idle_timer = asyncio.get_running_loop().call_later(self._idle_s - idle_for, self._check_idle)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._frames.get_buffer()
@@ -200,8 +229,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         frames = self._frames
         frames.buffer_updated(nbytes)
         self._last_active = monotonic()
-        if not frames.filling_large_frame:  # no use waking the reader for part of a frame
-            self._wakeup.set()
+        if not frames.filling_large_frame:  # no use taking up part of a frame
+            self._take_up_frames()
         queued = self._state.node.queued_requests
         if frames.frames_waiting != self._queued:
             queued.count += frames.frames_waiting - self._queued
@@ -218,7 +247,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def eof_received(self) -> bool:
         self._frames.receive_data(b"")
-        self._wakeup.set()
+        self._take_up_frames()
         # Keep our side open until pending responses are written; TLS cannot (asyncio closes it).
         return not self._tls
 
@@ -231,9 +260,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._counted = None
         node.queued_requests.count -= self._queued
         self._queued = 0
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-        self._wakeup.set()
         self._can_write.set()
         if self._task is not None and not self._task.done():
             self._task.cancel()
@@ -258,10 +284,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._transport.close()
 
     async def _serve(self) -> None:
-        CLIENT_HOST.set(self._client_host)
-        LISTENER_NAME.set(self._listener.name if self._listener is not None else "")
-        PRINCIPAL.set(self._principal)
-        SASL.set(self._sasl)
+        """Take up requests until none is left; a connection holds no task (nor its memory) while idle."""
+        self._set_request_context()
         try:
             while self._phase is Phase.OPEN:
                 if self._muted_until:
@@ -278,9 +302,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         self.close()
                         return
                     self._resume_reading()
-                    self._wakeup.clear()
-                    await self._wakeup.wait()
-                    continue
+                    return  # buffer_updated starts the next task once a frame is in
                 assert isinstance(frame, bytes | memoryview)
                 self._took_frame()
                 if not self._can_write.is_set():
@@ -295,6 +317,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("unexpected error serving %s", self._peer)
             self.close()
+        finally:
+            self._task = None
 
     def _took_frame(self) -> None:
         """A whole request was taken up: it no longer counts as read ahead."""
@@ -420,7 +444,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _write_ready_answers(self, _: object = None) -> None:
         answers = self._answers
         while answers and answers[0][1].done() and self._sending is None:
-            name, answer = answers.popleft()
+            name, answer = answers.pop(0)
             self._answer_taken.set()
             if answer.cancelled():
                 self.close()

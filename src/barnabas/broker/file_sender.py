@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from barnabas.log import FileSlice
+from barnabas.slim_event import SlimEvent
 
 __all__ = ["TLS_READ_SIZE", "send_with_files", "write_with_files"]
 
@@ -77,7 +78,7 @@ async def send_with_files(socket_fd: int, chunks: Sequence[Any]) -> None:
 
 
 async def write_with_files(
-    transport: asyncio.WriteTransport, chunks: Sequence[Any], can_write: asyncio.Event, is_open: Callable[[], bool]
+    transport: asyncio.WriteTransport, chunks: Sequence[Any], can_write: SlimEvent, is_open: Callable[[], bool]
 ) -> None:
     """Write ``chunks`` (byte buffers and FileSlices, in order) through ``transport`` (a TLS one).
 
@@ -105,7 +106,7 @@ async def write_with_files(
 
 
 async def _write_file(
-    transport: asyncio.WriteTransport, chunk: FileSlice, can_write: asyncio.Event, is_open: Callable[[], bool]
+    transport: asyncio.WriteTransport, chunk: FileSlice, can_write: SlimEvent, is_open: Callable[[], bool]
 ) -> None:
     fd = chunk.open()
     try:

@@ -54,7 +54,7 @@ from barnabas.security.authorizer import authorizer_for
 from barnabas.security.tls_accept import TlsHandshake
 
 from .admin_endpoint import BrokerAdmin
-from .connection import KafkaConnection
+from .connection import KafkaConnection, close_idle_connections
 from .connection_limits import limits_from_config
 from .handlers import build_registry
 from .log_cleaner import LogCleanerService
@@ -134,6 +134,7 @@ class Broker:
         #: The bound listeners by name, in the order of ``listeners``.
         self._servers: dict[str, asyncio.Server] = {}
         self._maintenance: asyncio.Task[None] | None = None
+        self._idle_sweep: asyncio.Task[None] | None = None
         self._session: Session | None = None
         self._watcher: MetadataWatcher | None = None
         self._replicas: ReplicaManager | None = None
@@ -239,6 +240,9 @@ class Broker:
         for server in self._servers.values():
             await server.start_serving()
         self._maintenance = loop.create_task(self._maintain(), name="log maintenance")
+        self._idle_sweep = loop.create_task(
+            close_idle_connections(node.connections, int(config["connections.max.idle.ms"])), name="idle connections"
+        )
         if listen:
             for listener, endpoint in zip(self._listeners.listeners, node.endpoints, strict=True):
                 log.info(
@@ -549,6 +553,8 @@ class Broker:
             self._session = None
         await _cancel(self._maintenance)
         self._maintenance = None
+        await _cancel(self._idle_sweep)
+        self._idle_sweep = None
         if self._cleaner is not None:
             await self._cleaner.close()
             self._cleaner = None

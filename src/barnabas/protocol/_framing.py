@@ -29,7 +29,11 @@ Rules this module keeps:
   kernel hands out zeroed page by page as bytes land in them: a connection costs the pages its
   bytes touched, not the buffer's size, and a frame whose size prefix arrived but whose bytes
   never do (a slowloris client) costs nothing for its declared size. A ``bytearray`` would be
-  zero-filled, all of it resident, at once.
+  zero-filled, all of it resident, at once. The exception is a reader's first scratch buffer, a
+  ``_FIRST_SCRATCH`` bytearray used while no more than half of it waits unread, and let go
+  whenever everything in it was returned (the next read takes a new one): most connections only
+  ever send small requests and are idle most of the time, and a resident page each would be most
+  of what they cost.
 - :attr:`FrameReader.frames_waiting` counts whole frames received but not yet returned, for a
   reader that bounds how many requests it reads ahead (``queued.max.requests``).
 """
@@ -39,7 +43,6 @@ from __future__ import annotations
 import enum
 import mmap
 import struct
-from collections import deque
 from typing import TypeAlias
 
 from ._errors import FrameTooLargeError, RemoteProtocolError
@@ -52,6 +55,10 @@ LARGE_FRAME = 64 * 1024
 #: How many bytes one read into the scratch buffer may bring.
 _READ_SIZE = 64 * 1024
 _SCRATCH_SIZE = 4 * _READ_SIZE
+#: The scratch buffer a reader starts with, until a frame needs more than half of it.
+_FIRST_SCRATCH = 1024
+#: The scratch buffer of a reader holding no bytes (its first scratch let go).
+_NO_SCRATCH = bytearray()
 #: Large-frame buffers are allocated in multiples of this, so one fits frames of nearby sizes.
 _GRANULE = 256 * 1024
 #: Bytes of recycled large-frame buffers a reader's own pool keeps at most.
@@ -135,13 +142,13 @@ class FrameReader:
 
     def __init__(self, max_frame_size: int, pool: BufferPool | None = None) -> None:
         self._max_frame_size = max_frame_size
-        self._buffer: Buffer = _zeroed(_SCRATCH_SIZE)
+        self._buffer: Buffer = _NO_SCRATCH
         #: Scratch layout: [_start, _scan) whole frames, [_scan, _end) the start of the next one.
         self._start = self._scan = self._end = 0
         #: Large frames not yet returned, each with the scratch position it comes before.
-        self._larges: deque[tuple[int, memoryview]] = deque()
-        #: Recycled large-frame buffers (this reader's own, or shared with other connections).
-        self._pool = pool if pool is not None else BufferPool(_OWN_POOL_BYTES)
+        self._larges: list[tuple[int, memoryview]] = []
+        #: Recycled large-frame buffers (shared with other connections, or this reader's own, made when first needed).
+        self._pool = pool
         #: The large frame still being filled (the last of ``_larges``), and its bytes so far.
         self._filling: memoryview | None = None
         self._filled = 0
@@ -231,7 +238,7 @@ class FrameReader:
     def recycle(self, frame: bytes | memoryview) -> None:
         """Hand back a large frame ``next_frame`` returned, once nothing reads or writes it any more."""
         if isinstance(frame, memoryview) and isinstance(frame.obj, bytearray | mmap.mmap):
-            self._pool.give(frame.obj)
+            self._buffer_pool().give(frame.obj)
 
     def next_frame(self) -> bytes | memoryview | NeedData:
         """Return the next complete frame's payload (without the size prefix), or NEED_DATA.
@@ -247,7 +254,7 @@ class FrameReader:
             large = larges[0][1]
             if large is self._filling:
                 return self._need_data(4 + self._filled)
-            larges.popleft()
+            del larges[0]
             self._large_bytes -= len(large)
             self._complete -= 1
             self._reset_if_empty()
@@ -295,20 +302,33 @@ class FrameReader:
 
     def _frame_buffer(self, size: int) -> memoryview:
         """A writable view of exactly ``size`` bytes: the smallest recycled buffer that fits, or a new one."""
-        buffer = self._pool.take(size)
+        buffer = self._buffer_pool().take(size)
         if buffer is None:
             buffer = _zeroed(-(-size // _GRANULE) * _GRANULE)
         return memoryview(buffer)[:size]
 
+    def _buffer_pool(self) -> BufferPool:
+        if self._pool is None:
+            self._pool = BufferPool(_OWN_POOL_BYTES)
+        return self._pool
+
     def _reset_if_empty(self) -> None:
-        """Start the scratch buffer over once everything in it was returned."""
+        """Start the scratch buffer over once everything in it was returned; let the first one go."""
         if self._start == self._end and self._start:
             self._shift(self._start)
+            if len(self._buffer) == _FIRST_SCRATCH:
+                self._buffer = _NO_SCRATCH
 
     def _make_room(self) -> None:
         """Move unread bytes to the front; when they fill the buffer, into a larger new one."""
         pending = self._end - self._start
-        if pending + _READ_SIZE <= len(self._buffer):
+        if self._buffer is _NO_SCRATCH:
+            self._buffer = bytearray(_FIRST_SCRATCH)
+            return
+        first = len(self._buffer) == _FIRST_SCRATCH and pending <= _FIRST_SCRATCH // 2
+        if first or pending + _READ_SIZE <= len(self._buffer):
+            if not self._start:
+                return
             # Same-length slice assignment: the buffer is never resized, so views of it stay valid.
             self._buffer[:pending] = self._buffer[self._start : self._end]
         else:
@@ -321,7 +341,8 @@ class FrameReader:
         self._start -= delta
         self._scan -= delta
         self._end -= delta
-        self._larges = deque((at - delta, large) for at, large in self._larges)
+        if self._larges:
+            self._larges = [(at - delta, large) for at, large in self._larges]
 
     def _need_data(self, available: int) -> NeedData:
         if self._ended and available:

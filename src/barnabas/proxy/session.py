@@ -25,7 +25,6 @@ its answers are written.
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 from collections.abc import Coroutine
 from time import perf_counter
@@ -35,6 +34,7 @@ from barnabas.admin_http import RequestMetrics
 from barnabas.protocol import NEED_DATA, BufferPool, FrameReader, ProtocolError, peek_header
 from barnabas.security import ANONYMOUS, ListenerSecurity, NoMatchingRuleError
 from barnabas.security.sasl import CredentialSource
+from barnabas.slim_event import SlimEvent
 
 from .router import Answer, CloseConnectionError, Router
 from .sasl_gate import AUTHENTICATE, HANDSHAKE, GateAnswer, NoScramUsers, SaslGate
@@ -77,7 +77,8 @@ class ClientSession(asyncio.BufferedProtocol):
         self._transport: asyncio.Transport | None = None
         self._peer = "?"
         self._turns = TurnChain()
-        self._answers: collections.deque[asyncio.Task[Answer]] = collections.deque()
+        #: Answers due, in request order (at most ``max_in_flight``); a list and SlimEvents keep a connection small.
+        self._answers: list[asyncio.Task[Answer]] = []
         self._writer: asyncio.Task[None] | None = None
         self._reading_paused = False
         #: No more requests will be read (end of stream, a broken frame, the proxy stopping).
@@ -87,10 +88,9 @@ class ClientSession(asyncio.BufferedProtocol):
         self._stopping = False
         #: The stream is ended: what the client still sends lands here, unread, until it closes.
         self._discard: memoryview | None = None
-        self.idle = asyncio.Event()
-        self.idle.set()
+        self.idle = SlimEvent(True)
         #: Set once the connection is gone.
-        self.closed = asyncio.Event()
+        self.closed = SlimEvent()
 
     # -- asyncio callbacks ---------------------------------------------------------------------
 
@@ -230,7 +230,7 @@ class ClientSession(asyncio.BufferedProtocol):
                 log.exception("client %s: a request failed in the proxy", self._peer)
                 self._close("internal error")
                 return
-            self._answers.popleft()
+            del self._answers[0]
             self._write(answer)
             if (
                 self._reading_paused

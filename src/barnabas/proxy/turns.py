@@ -10,7 +10,7 @@ broker request it needs at once, and ends its own turn.
 
 from __future__ import annotations
 
-import asyncio
+from barnabas.slim_event import SlimEvent
 
 __all__ = ["Turn", "TurnChain"]
 
@@ -18,9 +18,9 @@ __all__ = ["Turn", "TurnChain"]
 class Turn:
     __slots__ = ("_after", "_done")
 
-    def __init__(self, after: asyncio.Event | None) -> None:
+    def __init__(self, after: SlimEvent | None) -> None:
         self._after = after
-        self._done = asyncio.Event()
+        self._done = SlimEvent()
 
     async def wait(self) -> None:
         """Until every earlier request of the connection has written its broker requests."""
@@ -36,7 +36,7 @@ class TurnChain:
     """Hands out turns to one connection's requests, in the order they arrive."""
 
     def __init__(self) -> None:
-        self._last: asyncio.Event | None = None
+        self._last: SlimEvent | None = None
 
     def next(self) -> Turn:
         turn = Turn(self._last)

@@ -11,6 +11,7 @@ import pytest
 
 from barnabas.broker.file_sender import TLS_READ_SIZE, send_with_files, write_with_files
 from barnabas.log import FileSlice, LogConfig, LogError, PartitionLog
+from barnabas.slim_event import SlimEvent
 from tests.support.tls import Certificates, make_certificates
 from tests.unit.log.batches import T0, make_batch
 
@@ -88,8 +89,7 @@ class _Sender(asyncio.Protocol):
     def __init__(self, chunks: list[object], done: asyncio.Future[None]) -> None:
         self.chunks = chunks
         self.done = done
-        self.can_write = asyncio.Event()
-        self.can_write.set()
+        self.can_write = SlimEvent(True)
         self.open = True
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

@@ -112,7 +112,10 @@ def test_reads_go_straight_into_the_large_frame() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    sizes=st.lists(st.sampled_from([0, 1, 7, 100, LARGE_FRAME, LARGE_FRAME + 1, 3 * LARGE_FRAME + 5]), max_size=12),
+    sizes=st.lists(
+        st.sampled_from([0, 1, 7, 100, 508, 509, 1020, 3000, LARGE_FRAME, LARGE_FRAME + 1, 3 * LARGE_FRAME + 5]),
+        max_size=12,
+    ),
     reads=st.lists(st.integers(min_value=1, max_value=5 * LARGE_FRAME), min_size=1, max_size=8),
 )
 def test_any_mix_of_frames_and_read_sizes_comes_back_in_order(sizes: list[int], reads: list[int]) -> None:
@@ -249,3 +252,27 @@ def test_a_declared_size_costs_no_memory_until_its_bytes_arrive() -> None:
         reader.receive_data(struct.pack(">i", 100 << 20) + bytes(1000))  # 100 MB declared, 1 KB sent
         assert reader.next_frame() is NEED_DATA
     assert _resident_kib() - before < 64 * 1024  # 2 GB declared in all
+
+
+def test_a_reader_that_returned_every_small_frame_holds_no_buffer() -> None:
+    """Most connections only send small requests and sit idle between them: their readers hold no scratch."""
+    before = _resident_kib()
+    readers = [FrameReader(max_frame_size=1 << 20) for _ in range(4000)]
+    request = frame(bytes(range(40)))  # an ApiVersions request's size
+    for reader in readers:
+        for _ in range(30):
+            reader.receive_data(request[:10])
+            reader.receive_data(request[10:])
+            assert reader.next_frame() == request[4:]
+    assert (_resident_kib() - before) / len(readers) < 0.75  # was a 4 KiB page each, and more
+
+
+def test_a_frame_over_half_the_first_scratch_moves_the_reader_to_a_larger_one() -> None:
+    reader = FrameReader(max_frame_size=1 << 20)
+    small, middle, big = bytes(100), bytes(range(256)) * 3, bytes(range(250)) * 40
+    stream = frame(small) + frame(middle) + frame(small) + frame(big) + frame(small)
+    for at in range(0, len(stream), 300):  # reads that end inside frames
+        reader.receive_data(stream[at : at + 300])
+    assert [reader.next_frame() for _ in range(5)] == [small, middle, small, big, small]
+    assert reader.next_frame() is NEED_DATA
+    assert reader.buffered == 0
