@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from barnabas.cluster import PartitionState, Topic, describe_partitions
@@ -349,7 +349,7 @@ class ReplicaManager:
             self.poke()
             self.poke_isr()
             return
-        log.info("%s-%d: ISR %s -> %s", *tp, list(stored.isr), list(isr))
+        log.info("%s-%d: %s from %s to %s", *tp, _isr_change(stored.isr, isr), list(stored.isr), list(isr))
         self.state.metrics.isr_changed(stored.isr, isr)
         if not leader.resigned:
             leader.set_state(wanted)
@@ -387,3 +387,13 @@ def _stop_hw_following_log_end(partition_log: PartitionLog) -> None:
         partition_log.hw_follows_log_end = False
         if partition_log.checkpointed_high_watermark is not None:
             partition_log.high_watermark = partition_log.checkpointed_high_watermark
+
+
+def _isr_change(before: Sequence[int], after: Sequence[int]) -> str:
+    """Kafka's words for an ISR change in its log: members left (shrinking), joined (expanding), or both."""
+    shrinks, expands = any(r not in after for r in before), any(r not in before for r in after)
+    if shrinks and not expands:
+        return "Shrinking ISR"
+    if expands and not shrinks:
+        return "Expanding ISR"
+    return "Changing ISR"
