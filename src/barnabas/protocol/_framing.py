@@ -30,7 +30,8 @@ Rules this module keeps:
   bytes touched, not the buffer's size, and a frame whose size prefix arrived but whose bytes
   never do (a slowloris client) costs nothing for its declared size. A ``bytearray`` would be
   zero-filled, all of it resident, at once. The exception is a reader's first scratch buffer, a
-  ``_FIRST_SCRATCH`` bytearray used while no more than half of it waits unread, and let go
+  ``_FIRST_SCRATCH`` bytearray used while no more than half of it waits unread and no read filled
+  it to its end (a client pipelining small requests moves on at once), and let go
   whenever everything in it was returned (the next read takes a new one): most connections only
   ever send small requests and are idle most of the time, and a resident page each would be most
   of what they cost.
@@ -135,6 +136,7 @@ class FrameReader:
         "_large_bytes",
         "_larges",
         "_max_frame_size",
+        "_outgrown",
         "_pool",
         "_scan",
         "_start",
@@ -159,6 +161,8 @@ class FrameReader:
         self._ended = False
         #: Whole frames received and not yet returned.
         self._complete = 0
+        #: A read filled the first scratch buffer to its end: more bytes are coming than it holds.
+        self._outgrown = False
 
     @property
     def buffered(self) -> int:
@@ -220,6 +224,8 @@ class FrameReader:
                 self._complete += 1
             return
         self._end += nbytes
+        if self._end == _FIRST_SCRATCH and len(self._buffer) == _FIRST_SCRATCH:
+            self._outgrown = True
         self._scan_frames()
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
@@ -316,7 +322,7 @@ class FrameReader:
         """Start the scratch buffer over once everything in it was returned; let the first one go."""
         if self._start == self._end and self._start:
             self._shift(self._start)
-            if len(self._buffer) == _FIRST_SCRATCH:
+            if len(self._buffer) == _FIRST_SCRATCH and not self._outgrown:
                 self._buffer = _NO_SCRATCH
 
     def _make_room(self) -> None:
@@ -325,7 +331,7 @@ class FrameReader:
         if self._buffer is _NO_SCRATCH:
             self._buffer = bytearray(_FIRST_SCRATCH)
             return
-        first = len(self._buffer) == _FIRST_SCRATCH and pending <= _FIRST_SCRATCH // 2
+        first = len(self._buffer) == _FIRST_SCRATCH and pending <= _FIRST_SCRATCH // 2 and not self._outgrown
         if first or pending + _READ_SIZE <= len(self._buffer):
             if not self._start:
                 return
@@ -335,6 +341,7 @@ class FrameReader:
             fresh = _zeroed(pending + _SCRATCH_SIZE)
             fresh[:pending] = self._buffer[self._start : self._end]
             self._buffer = fresh
+            self._outgrown = False
         self._shift(self._start)
 
     def _shift(self, delta: int) -> None:

@@ -276,3 +276,21 @@ def test_a_frame_over_half_the_first_scratch_moves_the_reader_to_a_larger_one() 
     assert [reader.next_frame() for _ in range(5)] == [small, middle, small, big, small]
     assert reader.next_frame() is NEED_DATA
     assert reader.buffered == 0
+
+
+def test_a_read_that_fills_the_first_scratch_moves_the_reader_to_full_size_reads() -> None:
+    """A client pipelining small requests: after one read that filled the 1 KiB scratch, reads take 64 KiB."""
+    reader = FrameReader(max_frame_size=1 << 20)
+    requests = frame(bytes(60)) * 64  # 4 KiB of pipelined 64-byte frames
+    view = reader.get_buffer()
+    assert len(view) <= 1024
+    view[:] = requests[: len(view)]
+    reader.buffer_updated(len(view))
+    while reader.next_frame() is not NEED_DATA:  # taken at once, as the proxy takes them
+        pass
+    assert len(reader.get_buffer()) == 64 * 1024
+    reader.receive_data(requests[1024:])
+    got = []
+    while (next_frame := reader.next_frame()) is not NEED_DATA:
+        got.append(next_frame)
+    assert len(got) == 64 - 1024 // 64 and reader.buffered == 0
