@@ -338,6 +338,26 @@ def test_timeout_fails_the_connection(shared_broker: BrokerProcess, run: Any) ->
     run(scenario())
 
 
+def test_a_shorter_timeout_behind_a_longer_one_fails_on_time(shared_broker: BrokerProcess, run: Any) -> None:
+    """The connection's one deadline timer moves earlier for a later request with a shorter timeout."""
+    name = unique("client-short-behind-long")
+
+    async def scenario() -> None:
+        async with await connect(shared_broker) as client:
+            await create_topic(client, name)
+            long_poll = fetch(name, 0, 0, max_wait_ms=20_000)
+            patient = asyncio.ensure_future(client.request(FETCH, 12, long_poll, timeout_s=30))
+            start = time.monotonic()
+            hasty = asyncio.ensure_future(client.request(API_VERSIONS, 3, _api_versions_v3(), timeout_s=0.3))
+            error = await raises_promptly(hasty)
+            assert time.monotonic() - start >= 0.3 - TIMER_RESOLUTION_S
+            assert "no response within 0.3s" in str(error)
+            await raises_promptly(patient)  # the connection failed under it too
+            assert client.closed
+
+    run(scenario())
+
+
 def test_default_request_timeout_applies(shared_broker: BrokerProcess, run: Any) -> None:
     name = unique("client-default-timeout")
 
