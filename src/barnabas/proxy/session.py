@@ -79,7 +79,6 @@ class ClientSession(asyncio.BufferedProtocol):
         self._turns = TurnChain()
         #: Answers due, in request order (at most ``max_in_flight``); a list and SlimEvents keep a connection small.
         self._answers: list[asyncio.Task[Answer]] = []
-        self._writer: asyncio.Task[None] | None = None
         self._reading_paused = False
         #: No more requests will be read (end of stream, a broken frame, the proxy stopping).
         self._ending = False
@@ -137,8 +136,6 @@ class ClientSession(asyncio.BufferedProtocol):
         for task in self._answers:
             task.cancel()
         self._answers.clear()
-        if self._writer is not None:
-            self._writer.cancel()
         self._router.links.close_nowait()
         self._sessions.discard(self)
         self.idle.set()
@@ -211,27 +208,29 @@ class ClientSession(asyncio.BufferedProtocol):
 
     def _queue(self, answer: Coroutine[None, None, Answer]) -> None:
         """Answer in turn, once ``answer`` is ready."""
-        self._answers.append(asyncio.get_running_loop().create_task(answer))
+        task = asyncio.get_running_loop().create_task(answer)
+        self._answers.append(task)
         self.idle.clear()
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.get_running_loop().create_task(self._write_answers())
+        task.add_done_callback(self._write_ready_answers)
 
     # -- writing ---------------------------------------------------------------------------------
 
-    async def _write_answers(self) -> None:
-        while self._answers and not self._closing:
-            task = self._answers[0]
-            try:
-                answer = await task
-            except CloseConnectionError as exc:
-                self._close(str(exc))
+    def _write_ready_answers(self, _: object = None) -> None:
+        """Write every answer at the head of the queue that is ready (a done callback: no writer task per request)."""
+        while self._answers and self._answers[0].done() and not self._closing:
+            task = self._answers.pop(0)
+            if task.cancelled():
+                self._close("a request was cancelled in the proxy")
                 return
-            except Exception:
-                log.exception("client %s: a request failed in the proxy", self._peer)
+            error = task.exception()
+            if isinstance(error, CloseConnectionError):
+                self._close(str(error))
+                return
+            if error is not None:
+                log.error("client %s: a request failed in the proxy", self._peer, exc_info=error)
                 self._close("internal error")
                 return
-            del self._answers[0]
-            self._write(answer)
+            self._write(task.result())
             if (
                 self._reading_paused
                 and not self._ending
