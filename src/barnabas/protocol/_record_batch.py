@@ -33,6 +33,7 @@ __all__ = [
     "iter_batch_headers",
     "parse_batch_header",
     "patch_batch",
+    "set_codec",
     "set_log_append_time",
     "validate_batch",
     "validate_produce_records",
@@ -253,6 +254,17 @@ def patch_batch(buf: bytearray | memoryview, offset: int, base_offset: int, lead
     """Write the broker-assigned baseOffset and partitionLeaderEpoch (neither under the CRC)."""
     _BASE_OFFSET.pack_into(buf, offset, base_offset)
     _EPOCH.pack_into(buf, offset + 12, leader_epoch)
+
+
+def set_codec(buf: bytearray | memoryview, codec: int) -> None:
+    """Mark the batch filling ``buf`` as compressed with ``codec``: its codec bits and batchLength, then re-CRC.
+
+    For a batch whose records section was just compressed again (a topic's compression.type).
+    """
+    (attributes,) = _ATTRIBUTES.unpack_from(buf, _CRC_START)
+    _ATTRIBUTES.pack_into(buf, _CRC_START, (attributes & ~COMPRESSION_MASK) | codec)
+    _LENGTH.pack_into(buf, 8, len(buf) - LOG_OVERHEAD)
+    _CRC.pack_into(buf, 17, batch_crc(buf, 0, len(buf)))
 
 
 def set_log_append_time(buf: bytearray | memoryview, offset: int, size: int, now_ms: int) -> None:

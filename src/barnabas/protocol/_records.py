@@ -60,6 +60,7 @@ from ._record_batch import (
     RecordBatchHeader,
     batch_crc,
     parse_batch_header,
+    set_codec,
 )
 from ._wire import varint, varlong
 
@@ -125,10 +126,6 @@ _SNAPPY_MAX_EXPANSION = 22
 _BLOCK_SIZE = struct.Struct(">i")
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte batch header, as in _record_batch
 _MAX_VARINT_SHIFT = 63
-_ATTRIBUTES = struct.Struct(">h")
-_CRC = struct.Struct(">I")
-#: Where the batch length, the CRC-32C and the attributes (where the CRC's span starts) sit.
-_LENGTH_AT, _CRC_AT, _ATTRIBUTES_AT = 8, 17, 21
 #: Kafka's default LZ4 level, the one it compresses with lz4-java's fast compressor, and the LZ4
 #: frame level of that compressor (cramjam's own default, 4, is high compression: 9 times slower).
 _LZ4_FAST_LEVEL, _LZ4_FRAME_FAST = 9, 0
@@ -549,9 +546,7 @@ def recompress_batch(
     out = bytearray(BATCH_HEADER_SIZE + len(section))
     out[:BATCH_HEADER_SIZE] = memoryview(records)[:BATCH_HEADER_SIZE]
     out[BATCH_HEADER_SIZE:] = section
-    _BLOCK_SIZE.pack_into(out, _LENGTH_AT, len(out) - LOG_OVERHEAD)
-    _ATTRIBUTES.pack_into(out, _ATTRIBUTES_AT, (header.attributes & ~COMPRESSION_MASK) | codec)
-    _CRC.pack_into(out, _CRC_AT, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
+    set_codec(out, codec)
     return out
 
 
@@ -614,7 +609,7 @@ def _assemble(  # noqa: PLR0917 - the batch header's own fields, in wire order
         records_count,
     )
     out += payload
-    _CRC.pack_into(out, _CRC_AT, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
+    struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[21:]))
     return bytes(out)
 
 
