@@ -25,10 +25,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from barnabas.log import COMPRESSION_TYPES, GZIP_LEVELS, LZ4_LEVELS, ZSTD_LEVELS
+
 from .admin import ADMIN_CONFIG_LIST, AdminListener, parse_admin_listeners
 from .authorizer import AUTHORIZER_CONFIG_LIST
 from .definitions import (
-    COMPRESSION_TYPES,
     INT32_MAX,
     INT64_MAX,
     ConfigDef,
@@ -37,7 +38,7 @@ from .definitions import (
     ConfigType,
     at_least,
     between,
-    gzip_level,
+    between_or,
     one_of,
     read_properties_file,
 )
@@ -152,9 +153,10 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
     ConfigDef("unclean.leader.election.enable", _B, False, "Allow an out-of-sync replica to become leader."),
     ConfigDef("compression.type", _S, "producer", "Codec batches are stored in; producer keeps the producer's.",
               one_of(*COMPRESSION_TYPES)),
-    ConfigDef("compression.gzip.level", _I, -1, "gzip level when compression.type is gzip.", gzip_level),
-    ConfigDef("compression.lz4.level", _I, 9, "lz4 level when compression.type is lz4.", between(1, 17)),
-    ConfigDef("compression.zstd.level", _I, 3, "zstd level when compression.type is zstd.", between(-131072, 22)),
+    ConfigDef("compression.gzip.level", _I, -1, "gzip level when compression.type is gzip.",
+              between_or(*GZIP_LEVELS, -1)),
+    ConfigDef("compression.lz4.level", _I, 9, "lz4 level when compression.type is lz4.", between(*LZ4_LEVELS)),
+    ConfigDef("compression.zstd.level", _I, 3, "zstd level when compression.type is zstd.", between(*ZSTD_LEVELS)),
     ConfigDef("replica.lag.time.max.ms", _L, 30000, "Lag after which a follower leaves the ISR.", at_least(0)),
     ConfigDef("replica.fetch.max.bytes", _I, 1048576, "Bytes a follower fetches per partition.", at_least(0)),
     ConfigDef("replica.fetch.response.max.bytes", _I, 10485760, "Bytes a follower fetch response holds.",

@@ -17,14 +17,13 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "COMPRESSION_TYPES",
     "ConfigDef",
     "ConfigError",
     "ConfigSource",
     "ConfigType",
     "at_least",
     "between",
-    "gzip_level",
+    "between_or",
     "one_of",
     "parse_host_port",
     "parse_properties",
@@ -152,13 +151,15 @@ def between(low: int | float, high: int | float) -> Validator:
     return lambda value: None if low <= value <= high else f"value {value} must be between {low} and {high}"
 
 
-#: compression.type's values, as Kafka's BrokerCompressionType names them.
-COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+def between_or(low: int, high: int, other: int) -> Validator:
+    """``low`` to ``high``, or ``other`` (Kafka's GZIP level validator: 1 to 9, or -1 for the default)."""
 
+    def check(value: Any) -> str | None:
+        if value == other or low <= value <= high:
+            return None
+        return f"value {value} must be between {low} and {high} or equal to {other}"
 
-def gzip_level(value: Any) -> str | None:
-    """Kafka's GZIP level validator: 1 to 9, or -1 for the codec's default."""
-    return None if value == -1 or 1 <= value <= 9 else f"value {value} must be between 1 and 9 or equal to -1"
+    return check
 
 
 def one_of(*choices: str) -> Validator:

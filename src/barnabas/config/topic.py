@@ -15,11 +15,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from barnabas.log import LogConfig
+from barnabas.log import COMPRESSION_TYPES, GZIP_LEVELS, LZ4_LEVELS, ZSTD_LEVELS, LogConfig
 
 from .broker import BrokerConfig
 from .definitions import (
-    COMPRESSION_TYPES,
     INT64_MAX,
     ConfigDef,
     ConfigError,
@@ -27,7 +26,7 @@ from .definitions import (
     ConfigType,
     at_least,
     between,
-    gzip_level,
+    between_or,
     one_of,
 )
 
@@ -66,11 +65,11 @@ _SETTINGS: tuple[TopicSetting, ...] = (
                            "Codec batches are stored in; producer keeps the producer's.", one_of(*COMPRESSION_TYPES)),
                  "compression.type"),
     TopicSetting(ConfigDef("compression.gzip.level", _I, -1, "gzip level when compression.type is gzip.",
-                           gzip_level), "compression.gzip.level"),
+                           between_or(*GZIP_LEVELS, -1)), "compression.gzip.level"),
     TopicSetting(ConfigDef("compression.lz4.level", _I, 9, "lz4 level when compression.type is lz4.",
-                           between(1, 17)), "compression.lz4.level"),
+                           between(*LZ4_LEVELS)), "compression.lz4.level"),
     TopicSetting(ConfigDef("compression.zstd.level", _I, 3, "zstd level when compression.type is zstd.",
-                           between(-131072, 22)), "compression.zstd.level"),
+                           between(*ZSTD_LEVELS)), "compression.zstd.level"),
     TopicSetting(ConfigDef("delete.retention.ms", _L, 86400000, "How long tombstones are kept.", at_least(0)),
                  "log.cleaner.delete.retention.ms"),
     TopicSetting(ConfigDef("file.delete.delay.ms", _L, 60000, "Delay before deleted segment files go.",

@@ -20,7 +20,7 @@ from .checkpoint import CLEANER_OFFSET_CHECKPOINT, EpochEntry
 from .cleaner import CleaningAbortedError, CleaningJob, CleaningResult
 from .cleaner_config import CleanerConfig
 from .cleaner_manager import CleanerManager
-from .config import LogConfig
+from .config import COMPRESSION_TYPES, GZIP_LEVELS, LZ4_LEVELS, ZSTD_LEVELS, LogConfig
 from .errors import (
     CorruptCheckpointError,
     CorruptIndexError,
@@ -65,9 +65,13 @@ from .topic_document import TOPIC_DOCUMENT, read_topic_document, write_topic_doc
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
+    "COMPRESSION_TYPES",
+    "GZIP_LEVELS",
+    "LZ4_LEVELS",
     "TOPIC_DOCUMENT",
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
+    "ZSTD_LEVELS",
     "AppendResult",
     "AppendWriter",
     "CleanerConfig",

@@ -23,7 +23,7 @@ from typing import Any
 
 from barnabas.protocol import RECORDS_EXPANSION, Compression
 
-__all__ = ["LogConfig"]
+__all__ = ["COMPRESSION_TYPES", "GZIP_LEVELS", "LZ4_LEVELS", "ZSTD_LEVELS", "LogConfig"]
 
 _INT32_MAX = (1 << 31) - 1
 _INT64_MAX = (1 << 63) - 1
@@ -32,7 +32,7 @@ _DAY_MS = 24 * 60 * 60 * 1000
 _TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 _CLEANUP_POLICIES = ("compact", "delete")
 #: compression.type's values (Kafka's BrokerCompressionType): a codec, or the producer's own.
-_COMPRESSION_TYPES: dict[str, Compression | None] = {
+COMPRESSION_TYPES: dict[str, Compression | None] = {
     "uncompressed": Compression.NONE,
     "zstd": Compression.ZSTD,
     "lz4": Compression.LZ4,
@@ -40,8 +40,9 @@ _COMPRESSION_TYPES: dict[str, Compression | None] = {
     "gzip": Compression.GZIP,
     "producer": None,
 }
-#: Kafka's bounds of each codec's compression.<codec>.level (CompressionType): gzip also takes -1.
-_GZIP_LEVELS, _LZ4_LEVELS, _ZSTD_LEVELS = (1, 9), (1, 17), (-131072, 22)
+#: Kafka's bounds of each codec's compression.<codec>.level (CompressionType): gzip also takes -1, its
+#: default. The broker's config layer validates with these too.
+GZIP_LEVELS, LZ4_LEVELS, ZSTD_LEVELS = (1, 9), (1, 17), (-131072, 22)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,14 +97,14 @@ class LogConfig:
                 f"conflict topic config setting min.compaction.lag.ms ({self.min_compaction_lag_ms}) > "
                 f"max.compaction.lag.ms ({self.max_compaction_lag_ms})"
             )
-        if self.compression_type not in _COMPRESSION_TYPES:
+        if self.compression_type not in COMPRESSION_TYPES:
             raise ValueError(
-                f"compression.type must be one of {', '.join(_COMPRESSION_TYPES)}, not {self.compression_type!r}"
+                f"compression.type must be one of {', '.join(COMPRESSION_TYPES)}, not {self.compression_type!r}"
             )
         if self.compression_gzip_level != -1:
-            _check(self.compression_gzip_level, "compression.gzip.level", *_GZIP_LEVELS)
-        _check(self.compression_lz4_level, "compression.lz4.level", *_LZ4_LEVELS)
-        _check(self.compression_zstd_level, "compression.zstd.level", *_ZSTD_LEVELS)
+            _check(self.compression_gzip_level, "compression.gzip.level", *GZIP_LEVELS)
+        _check(self.compression_lz4_level, "compression.lz4.level", *LZ4_LEVELS)
+        _check(self.compression_zstd_level, "compression.zstd.level", *ZSTD_LEVELS)
         if self.message_timestamp_type not in _TIMESTAMP_TYPES:
             raise ValueError(
                 f"message.timestamp.type must be one of {', '.join(_TIMESTAMP_TYPES)}, "
@@ -139,7 +140,7 @@ class LogConfig:
     @property
     def target_compression(self) -> tuple[Compression, int] | None:
         """The codec and level the log stores client batches in, or None to keep the producer's."""
-        codec = _COMPRESSION_TYPES[self.compression_type]
+        codec = COMPRESSION_TYPES[self.compression_type]
         if codec is None:
             return None
         levels = {
@@ -213,15 +214,15 @@ def _parse_timestamp_type(key: str, raw: str) -> str:
 
 def _parse_compression_type(key: str, raw: str) -> str:
     value = raw.strip()
-    if value not in _COMPRESSION_TYPES:
-        raise ValueError(f"{key} must be one of {', '.join(_COMPRESSION_TYPES)}, not {raw!r}")
+    if value not in COMPRESSION_TYPES:
+        raise ValueError(f"{key} must be one of {', '.join(COMPRESSION_TYPES)}, not {raw!r}")
     return value
 
 
 def _parse_gzip_level(key: str, raw: str) -> int:
     value = _parse_int(key, raw)
     if value != -1:
-        _check(value, key, *_GZIP_LEVELS)
+        _check(value, key, *GZIP_LEVELS)
     return value
 
 
@@ -255,7 +256,7 @@ _PROPERTIES: dict[str, tuple[str, _Parse, int, int]] = {
     "max.compaction.lag.ms": ("max_compaction_lag_ms", _parse_int, 1, _INT64_MAX),
     "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _parse_ratio, 0, 0),
     "compression.type": ("compression_type", _parse_compression_type, 0, 0),
-    "compression.gzip.level": ("compression_gzip_level", _parse_gzip_level, -1, _GZIP_LEVELS[1]),
-    "compression.lz4.level": ("compression_lz4_level", _parse_int, *_LZ4_LEVELS),
-    "compression.zstd.level": ("compression_zstd_level", _parse_int, *_ZSTD_LEVELS),
+    "compression.gzip.level": ("compression_gzip_level", _parse_gzip_level, -1, GZIP_LEVELS[1]),
+    "compression.lz4.level": ("compression_lz4_level", _parse_int, *LZ4_LEVELS),
+    "compression.zstd.level": ("compression_zstd_level", _parse_int, *ZSTD_LEVELS),
 }
