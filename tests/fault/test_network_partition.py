@@ -37,11 +37,12 @@ from barnabas.testing.network import HOST, NetNode, NetworkUnavailableError, Pri
 from barnabas.testing.servers.etcd import EtcdServer
 from barnabas.testing.workload import Workload
 from tests.support.broker_process import BrokerProcess
-from tests.support.cluster import BrokerCluster
+from tests.support.cluster import FAST_FAILOVER, BrokerCluster
 
 TOPIC = "partitioned"
 COORDINATION = "coordination"
 CYCLES = int(os.environ.get("BARNABAS_TEST_REPLICATION_CYCLES", "1"))
+LAG_TIME_MAX_MS = int(FAST_FAILOVER["replica.lag.time.max.ms"])
 
 
 class NetworkedCluster(BrokerCluster):
@@ -100,6 +101,7 @@ def leader_isolated(cluster: NetworkedCluster, leader: int, workload: Workload) 
         cluster.wait_for(
             lambda md: isr_of(md, 0) == [leader], "the ISR shrunk to the leader", ask=[cluster.brokers[leader]]
         )
+        isr_stays_shrunk(cluster, leader)
 
 
 def leader_cut_from_coordination(cluster: NetworkedCluster, leader: int, workload: Workload) -> None:
@@ -116,6 +118,26 @@ def split_two_one(cluster: NetworkedCluster, leader: int, workload: Workload) ->
     cluster.wait_for(
         lambda md: isr_of(md, 0) == [leader], "the ISR shrunk to the leader", ask=[cluster.brokers[leader]]
     )
+    isr_stays_shrunk(cluster, leader)
+
+
+def isr_stays_shrunk(cluster: NetworkedCluster, leader: int) -> None:
+    """The cut-off leader, its ISR shrunk, takes no follower back into the topic's ISRs while none can fetch.
+
+    Held for the lag time and an ISR check interval past the shrink: long enough for a leader that
+    took a silent follower's last fetch for catching up (it did, once writes stopped at
+    min.insync.replicas) to have expanded again.
+    """
+    asked = cluster.brokers[leader]
+    since = len(asked.log_text())
+    deadline = time.monotonic() + LAG_TIME_MAX_MS * 1.5 / 1000
+    while time.monotonic() < deadline:
+        md = AdminClient({"bootstrap.servers": asked.bootstrap}).list_topics(TOPIC, timeout=5)
+        assert isr_of(md, 0) == [leader], f"the cut-off leader's ISR grew back: {isr_of(md, 0)}"
+        time.sleep(0.05)
+    lines = asked.log_text()[since:].splitlines()
+    expanded = [line for line in lines if f"{TOPIC}-" in line and "Expanding ISR" in line]
+    assert not expanded, f"the cut-off leader expanded ISRs no follower could fetch for: {expanded}"
 
 
 def bridge(cluster: NetworkedCluster, leader: int, workload: Workload) -> None:

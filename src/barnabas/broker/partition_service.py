@@ -186,8 +186,9 @@ class PartitionService:
             return
         replica_id, broker_epoch = replica
         node = self.node
-        if leader.on_follower_fetch(replica_id, fetch_offset, node.monotonic_ms(), broker_epoch):
+        now_ms = node.monotonic_ms()
+        if leader.on_follower_fetch(replica_id, fetch_offset, now_ms, broker_epoch):
             node.fetch_waiters.notify((topic_name, index))  # consumers may read further now
         joining = not leader.state.in_sync(replica_id, broker_epoch)
-        if joining and replica_id in leader.wants_to_join(node.brokers.epochs()):
+        if joining and replica_id in leader.wants_to_join(node.brokers.epochs(), now_ms, self.replicas.lag_time_max_ms):
             self.replicas.poke_isr()

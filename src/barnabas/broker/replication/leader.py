@@ -10,10 +10,10 @@ Kafka's Partition and Replica classes, for the leader side:
   every follower look lagging nor keep a stalled one in the ISR until the clock catches up.
 - The high watermark is the smallest log end offset over the ISR (the leader's own included);
   it only moves forward. acks=all produce waits until it passes the batch.
-- A follower joins the ISR once it has reached the high watermark and the start of this leader
-  epoch (so it has truncated against this leader); it leaves after ``replica.lag.time.max.ms``
-  without catching up. Those changes are written by the replica manager, which calls
-  ``set_state`` once storage has them.
+- A follower joins the ISR once a recent fetch has reached the high watermark and the start of
+  this leader epoch (so it has truncated against this leader); it leaves after
+  ``replica.lag.time.max.ms`` without catching up. Those changes are written by the replica
+  manager, which calls ``set_state`` once storage has them.
 - Progress belongs to an incarnation (KIP-903): each fetch is tagged with the broker epoch the
   follower was registered in, as this broker saw it when the fetch arrived, and the ISR entry a
   follower joins with names that epoch. An ISR member's progress counts toward the high
@@ -122,14 +122,20 @@ class LeaderReplica:
         self._complete_waiters()
         return True
 
-    def wants_to_join(self, live: Mapping[int, int]) -> dict[int, int]:
+    def wants_to_join(self, live: Mapping[int, int], now_ms: int, max_lag_ms: int) -> dict[int, int]:
         """Followers not in sync in the incarnation registered now (``live``: broker id -> broker
-        epoch) that have caught up in it: ISR expansion candidates, with the epoch to join in."""
+        epoch) that have caught up in it: ISR expansion candidates, with the epoch to join in.
+
+        Caught up means a fetch at or past the high watermark and this epoch's start, made within
+        ``max_lag_ms`` (the shrink rule's window). Kafka expands the ISR only from a fetch; without
+        the window, a follower that stopped fetching would rejoin as soon as the leader, alone in
+        the ISR, stopped taking writes and its high watermark reached where that follower stopped.
+        """
         hw = self.log.high_watermark
         return {
             r: p.broker_epoch for r, p in self.followers.items()
             if p.broker_epoch >= 0 and live.get(r) == p.broker_epoch and not self.state.in_sync(r, p.broker_epoch)
-            and p.log_end_offset >= max(hw, self.epoch_start_offset)
+            and p.log_end_offset >= max(hw, self.epoch_start_offset) and now_ms - p.last_caught_up_ms <= max_lag_ms
         }  # fmt: skip
 
     def lagging(self, now_ms: int, max_lag_ms: int) -> list[int]:

@@ -293,8 +293,13 @@ class ReplicaManager:
 
     # -- ISR changes -------------------------------------------------------------------------------
 
+    @property
+    def lag_time_max_ms(self) -> int:
+        """``replica.lag.time.max.ms``: how long a follower may go without catching up and stay in sync."""
+        return int(self.state.config["replica.lag.time.max.ms"])
+
     async def _isr_loop(self) -> None:
-        lag_ms = int(self.state.config["replica.lag.time.max.ms"])
+        lag_ms = self.lag_time_max_ms
         interval_s = min(max(lag_ms / 2000, 0.05), 5.0)
         while True:
             with contextlib.suppress(TimeoutError):
@@ -305,7 +310,7 @@ class ReplicaManager:
             for tp, leader in list(self.leaders.items()):
                 if leader.resigned:
                     continue
-                joining = leader.wants_to_join(self.state.brokers.epochs())
+                joining = leader.wants_to_join(self.state.brokers.epochs(), now_ms, lag_ms)
                 lagging = leader.lagging(now_ms, lag_ms)
                 if not joining and not lagging:
                     continue

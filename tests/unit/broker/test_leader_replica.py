@@ -1,0 +1,76 @@
+"""LeaderReplica's ISR rules on a real log: who may join and who lags (Kafka's Partition).
+
+A follower joins the ISR on the strength of a recent fetch that reached the high watermark, as
+Kafka expands the ISR only from a follower's fetch; one that stopped fetching long ago must not
+rejoin because the leader, left alone in the ISR, stopped taking writes and its high watermark
+came down to where that follower stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from barnabas.broker.replication import LeaderReplica
+from barnabas.cluster import PartitionState
+from barnabas.log import LogConfig, PartitionLog
+
+from ..log.batches import T0, make_batch
+
+LAG_MS = 3000
+EPOCHS = {0: 10, 1: 11, 2: 12}
+
+
+@pytest.fixture
+def leader(tmp_path: Path) -> Iterator[LeaderReplica]:
+    log = PartitionLog.open(tmp_path / "orders-0", LogConfig(), T0, hw_follows_log_end=False)
+    state = PartitionState(leader=0, leader_epoch=1, isr=(0, 1, 2), broker_epochs=EPOCHS)
+    replica = LeaderReplica("orders", 0, log, state, (0, 1, 2), broker_id=0, now_ms=0)
+    log.append_as_leader(make_batch(5), 1, T0)
+    log.complete_appends(T0)
+    yield replica
+    log.close()
+
+
+def shrink_to_leader(leader: LeaderReplica, now_ms: int) -> None:
+    """Both followers stop fetching at the log end; after the lag time the ISR is the leader alone."""
+    for follower in (1, 2):
+        leader.on_follower_fetch(follower, leader.log.log_end_offset, 0, EPOCHS[follower])
+    assert leader.log.high_watermark == leader.log.log_end_offset
+    assert leader.lagging(now_ms, LAG_MS) == [1, 2]
+    leader.set_state(PartitionState(leader=0, leader_epoch=1, isr=(0,), broker_epochs={0: EPOCHS[0]}))
+
+
+def test_a_follower_that_stopped_fetching_does_not_rejoin_the_isr(leader: LeaderReplica) -> None:
+    now_ms = LAG_MS + 1
+    shrink_to_leader(leader, now_ms)
+
+    assert leader.wants_to_join(EPOCHS, now_ms, LAG_MS) == {}
+
+
+def test_a_follower_rejoins_once_it_fetches_the_high_watermark_again(leader: LeaderReplica) -> None:
+    now_ms = LAG_MS + 1
+    shrink_to_leader(leader, now_ms)
+
+    leader.on_follower_fetch(2, leader.log.log_end_offset, now_ms, EPOCHS[2])
+
+    assert leader.wants_to_join(EPOCHS, now_ms, LAG_MS) == {2: EPOCHS[2]}
+
+
+def test_a_follower_behind_the_high_watermark_does_not_join(leader: LeaderReplica) -> None:
+    now_ms = LAG_MS + 1
+    shrink_to_leader(leader, now_ms)
+
+    leader.on_follower_fetch(1, leader.log.log_end_offset - 1, now_ms, EPOCHS[1])
+
+    assert leader.wants_to_join(EPOCHS, now_ms, LAG_MS) == {}
+
+
+def test_a_follower_that_restarted_joins_only_in_its_registered_epoch(leader: LeaderReplica) -> None:
+    now_ms = LAG_MS + 1
+    shrink_to_leader(leader, now_ms)
+    leader.on_follower_fetch(1, leader.log.log_end_offset, now_ms, EPOCHS[1])
+
+    assert leader.wants_to_join({**EPOCHS, 1: EPOCHS[1] + 1}, now_ms, LAG_MS) == {}
