@@ -52,6 +52,7 @@ from typing import Any, Final, Protocol, cast
 
 from barnabas.protocol import (
     NEED_DATA,
+    BufferPool,
     ErrorCode,
     FrameReader,
     RemoteProtocolError,
@@ -175,13 +176,14 @@ class KafkaClient:
         client_id: str | None,
         request_timeout_s: float,
         max_response_size: int,
+        buffers: BufferPool | None = None,
     ) -> None:
         """Use :meth:`connect`; this makes an unconnected client."""
         self.host = host
         self.port = port
         self.client_id = client_id
         self.request_timeout_s = request_timeout_s
-        self._frames = FrameReader(max_response_size)
+        self._frames = FrameReader(max_response_size, buffers)
         self._transport: asyncio.Transport | None = None
         self._phase = Phase.OPEN
         # A list and SlimEvents, not a deque and asyncio.Events: a proxy keeps one client per client connection.
@@ -209,6 +211,7 @@ class KafkaClient:
         max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
         tls: ssl.SSLContext | None = None,
         sasl: SaslClientMechanism | None = None,
+        buffers: BufferPool | None = None,
     ) -> KafkaClient:
         """Open a TCP connection to a broker, with TLS when ``tls`` is given, authenticated when ``sasl`` is.
 
@@ -222,6 +225,8 @@ class KafkaClient:
             max_response_size: the largest response frame accepted.
             tls: the TLS context of an SSL listener (its ``check_hostname`` checks ``host``); None for PLAINTEXT.
             sasl: a fresh client side of the mechanism to authenticate with on a SASL listener.
+            buffers: where large response frames' buffers come from (recycled ones first), shared
+                with whoever hands relayed frames back; None: this client's own.
 
         Raises:
             BrokerConnectionError: the connection could not be made in time, the TLS handshake
@@ -233,6 +238,7 @@ class KafkaClient:
             client_id=client_id,
             request_timeout_s=timeout_s if request_timeout_s is None else request_timeout_s,
             max_response_size=max_response_size,
+            buffers=buffers,
         )
         loop = asyncio.get_running_loop()
         try:

@@ -40,6 +40,7 @@ PARTITIONS = 6
 DRIVER_COUNT = 3_000
 DRIVER_TIMEOUT_S = 120
 PROBE_MS = 200
+PAGE_SIZE = 4096
 
 
 @pytest.fixture(scope="module")
@@ -317,6 +318,54 @@ def test_a_request_spanning_every_leader_is_split_and_merged(
         while (fetched := _fetch_all(client, fetch_version, topic, order)) != expected:
             assert time.monotonic() < deadline, f"fetched {fetched}"
             time.sleep(0.05)  # polling until the acks=0 records are in
+
+
+def test_large_fetch_answers_are_relayed_through_recycled_buffers(cluster: BrokerCluster, proxies: ProxySet) -> None:
+    """A proxy node reads large Fetch answers into buffers it reuses once they are sent to the client:
+    relaying many megabytes faults in a few buffers' pages, not a fresh page for every 4 KiB relayed."""
+    topic = new_topic(cluster, "recycled")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 50})
+    for partition in range(PARTITIONS):
+        for _ in range(1_100):
+            producer.produce(topic, b"v" * 1_000, partition=partition)
+    assert producer.flush(TIMEOUT) == 0
+    node = proxies.nodes[0]
+    one_leader, every_leader = [0], list(range(PARTITIONS))
+    with RawKafkaClient.connect(node.host, node.port) as client:
+        for partitions in (one_leader, every_leader):  # the buffers are made the first time
+            _fetch_bytes(client, topic, partitions)
+        before = _minor_faults(node.process.pid)
+        relayed = 0
+        for _ in range(8):
+            relayed += _fetch_bytes(client, topic, one_leader)  # relayed whole
+            relayed += _fetch_bytes(client, topic, every_leader)  # split, merged as slices
+        faults = _minor_faults(node.process.pid) - before
+    assert relayed > 40 << 20
+    assert faults < relayed / PAGE_SIZE / 10, f"{faults} page faults relaying {relayed} bytes"
+
+
+def _fetch_bytes(client: RawKafkaClient, topic: str, partitions: list[int]) -> int:
+    """Bytes of records one Fetch from offset 0 returns (up to 1 MiB per partition)."""
+    version = 12
+    partition_cls = request_class(FETCH, version, "FetchPartition")
+    request = make(
+        request_class(FETCH, version),
+        replica_id=-1, max_wait=timeout_ms(0), min_bytes=1, max_bytes=64 << 20, isolation_level=0, session_id=0,
+        session_epoch=-1, forgotten_topics_data=(), rack_id="",
+        topics=(make(request_class(FETCH, version, "FetchTopic"), topic=topic, partitions=tuple(
+            make(partition_cls, partition=p, fetch_offset=0, current_leader_epoch=-1, log_start_offset=-1,
+                 partition_max_bytes=1 << 20)
+            for p in partitions
+        )),),
+    )  # fmt: skip
+    (answer,) = client.request(FETCH, version, request).responses
+    assert [(p.partition_index, p.error_code) for p in answer.partitions] == [(p, 0) for p in partitions]
+    return sum(len(p.records or b"") for p in answer.partitions)
+
+
+def _minor_faults(pid: int) -> int:
+    """Page faults the process ``pid`` took without I/O so far (minflt in /proc/PID/stat)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
 
 
 # -- failures ------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ import ssl
 from collections.abc import Callable
 
 from barnabas.client import BrokerConnectionError, KafkaClient, SaslClientMechanism
+from barnabas.protocol import BufferPool
 
 __all__ = ["Address", "BrokerLinks"]
 
@@ -53,8 +54,10 @@ class BrokerLinks:
         tls: ssl.SSLContext | None = None,
         login: Login | None = None,
         acting_for: str | None = "",
+        buffers: BufferPool | None = None,
     ) -> None:
-        """Args: ``acting_for`` names the client's principal ("" the proxy itself; None not known yet)."""
+        """Args: ``acting_for`` names the client's principal ("" the proxy itself; None not known yet);
+        ``buffers`` is where the connections' large answers are read into (the proxy's shared pool)."""
         self.client_id = client_id
         #: The TLS context towards the brokers' SSL listener (broker.security.protocol=SSL), else None.
         self.tls = tls
@@ -63,6 +66,7 @@ class BrokerLinks:
         self.acting_for = acting_for
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
+        self.buffers = buffers
         self._open: dict[Address, KafkaClient] = {}
         self._connecting: dict[Address, asyncio.Task[KafkaClient]] = {}
         #: Connections renewed (their session nearly over), closing once idle.
@@ -101,6 +105,7 @@ class BrokerLinks:
             request_timeout_s=self.request_timeout_s,
             tls=self.tls,
             sasl=sasl,
+            buffers=self.buffers,
         )
         self._open[address] = client
         return client
@@ -130,6 +135,7 @@ class BrokerLinks:
             tls=self.tls,
             login=self.login,
             acting_for=None,
+            buffers=self.buffers,
         )
 
     def act_for(self, principal_name: str) -> None:

@@ -64,12 +64,27 @@ from .routes import INTERNAL, ROUTES, UNDERSTOOD, Route, api_name
 from .split import PARTITIONED, Partitioned, merge, partition_index, split
 from .turns import Turn
 
-__all__ = ["Answer", "CloseConnectionError", "Router"]
+__all__ = ["Answer", "CloseConnectionError", "RelayedAnswer", "Router"]
 
 log = logging.getLogger(__name__)
 
 #: A response frame, as one buffer or parts to write in order; None for a request not answered.
 Answer = bytes | list[bytes | memoryview] | None
+
+
+class RelayedAnswer(list[bytes | memoryview]):
+    """An answer's parts, some of them views of brokers' answer frames (``frames``), uncopied.
+
+    Whoever writes it hands ``frames`` back to the frame buffer pool once the transport has sent
+    them (``FrameReader.recycle``), so the next large answer is read into memory already mapped.
+    """
+
+    __slots__ = ("frames",)
+
+    def __init__(self, parts: list[bytes | memoryview], frames: tuple[bytes | memoryview, ...]) -> None:
+        super().__init__(parts)
+        self.frames = frames
+
 
 PRODUCE, FETCH, METADATA, OFFSET_FETCH, FIND_COORDINATOR, API_VERSIONS = 0, 1, 3, 9, 10, 18
 DESCRIBE_CLUSTER = 60
@@ -514,7 +529,7 @@ class Router:
         body: Any,
         answered: Sequence[tuple[BrokerAddress, Any, bytes | memoryview]],
         failed: Mapping[tuple[Any, int], ErrorCode],
-    ) -> Answer:
+    ) -> RelayedAnswer | None:
         """The brokers' Fetch answers merged as bytes, records uncopied; None when one must be decoded (it
         names a node, carries a tagged field, or does not walk)."""
         found: list[tuple[bytes | memoryview, FetchResponseEntries]] = []
@@ -525,7 +540,8 @@ class Router:
             found.append((payload, entries))
         if any(e.error_code in _STALE for _, entries in found for _, topic in entries.topics for e in topic):
             self._refresh_soon()
-        return merge_fetch_entries(version, correlation_id, body, found, failed)
+        merged = merge_fetch_entries(version, correlation_id, body, found, failed)
+        return RelayedAnswer(merged, tuple(payload for payload, _ in found))
 
     def _decoded(
         self,
@@ -644,9 +660,9 @@ def _broker_id(broker: BrokerAddress | None) -> int | None:
     return None if broker is None else broker.broker_id
 
 
-def _client_answer(payload: bytes | memoryview, correlation_id: int) -> list[bytes | memoryview]:
+def _client_answer(payload: bytes | memoryview, correlation_id: int) -> RelayedAnswer:
     """A broker's answer under the client's correlation id (the payload itself is not copied)."""
-    return [_INT32.pack(len(payload)), _INT32.pack(correlation_id), memoryview(payload)[4:]]
+    return RelayedAnswer([_INT32.pack(len(payload)), _INT32.pack(correlation_id), memoryview(payload)[4:]], (payload,))
 
 
 async def _failed(exc: BaseException) -> Any:

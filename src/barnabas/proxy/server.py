@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 PROBES_TO_FAIL = 2
 #: Bytes of handed-back request buffers the proxy keeps for its connections' next large requests: about
 #: fifty 1 MiB produce batches in flight at once without a fresh, zero-filled buffer for any of them.
-REQUEST_BUFFER_POOL_BYTES = 64 * 1024 * 1024
+FRAME_BUFFER_POOL_BYTES = 64 * 1024 * 1024
 #: The settings naming the listening sockets a hot restart hands over.
 CLIENT_LISTENERS = "listeners"
 ADMIN_LISTENERS = "admin.listeners"
@@ -63,12 +63,16 @@ class Proxy:
         self.config = config
         #: TLS and SASL towards clients and towards the brokers; built now, so a bad file stops us here.
         self.security = proxy_security(config)
+        #: Large frames' buffers, recycled: client requests the brokers have read, broker answers the clients
+        #: have been sent (a fresh buffer costs a page fault per 4 KiB as the bytes land).
+        self._frame_buffers = BufferPool(FRAME_BUFFER_POOL_BYTES)
         self.links = BrokerLinks(
             client_id="barnabas-proxy",
             connect_timeout_s=int(config["socket.connection.setup.timeout.ms"]) / 1000,
             request_timeout_s=int(config["request.timeout.ms"]) / 1000,
             tls=self.security.broker_tls,
             login=self.security.broker_login,
+            buffers=self._frame_buffers,
         )
         self.view = ClusterView(config.bootstrap, self.links)
         self.nodes: ProxyNodes | None = None
@@ -77,8 +81,6 @@ class Proxy:
         self._storage: Storage | None = None
         self.router: Router | None = None
         self.sessions: set[ClientSession] = set()
-        #: Large request buffers the client connections hand back, for any connection's next one.
-        self._request_buffers = BufferPool(REQUEST_BUFFER_POOL_BYTES)
         #: One server per listening socket of the client listener (host '' may bind IPv4 and IPv6).
         self._servers: list[asyncio.Server] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -276,7 +278,7 @@ class Proxy:
             max_frame=int(self.config["socket.request.max.bytes"]),
             max_in_flight=int(self.config["max.in.flight.requests.per.connection"]),
             requests=self._admin.requests if self._admin is not None else None,
-            buffers=self._request_buffers,
+            buffers=self._frame_buffers,
             listener=self.security.listener,
             credentials=self.follower.credentials if self.follower is not None else None,
         )

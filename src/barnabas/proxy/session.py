@@ -36,7 +36,7 @@ from barnabas.security import ANONYMOUS, ListenerSecurity, NoMatchingRuleError
 from barnabas.security.sasl import CredentialSource
 from barnabas.slim_event import SlimEvent
 
-from .router import Answer, CloseConnectionError, Router
+from .router import Answer, CloseConnectionError, RelayedAnswer, Router
 from .sasl_gate import AUTHENTICATE, HANDSHAKE, GateAnswer, NoScramUsers, SaslGate
 from .turns import TurnChain
 
@@ -87,6 +87,9 @@ class ClientSession(asyncio.BufferedProtocol):
         self._stopping = False
         #: The stream is ended: what the client still sends lands here, unread, until it closes.
         self._discard: memoryview | None = None
+        #: Brokers' answer frames written to the transport, given back to the pool once it has sent them
+        #: (None while there are none: an idle connection holds no list).
+        self._frames_in_transport: list[bytes | memoryview] | None = None
         self.idle = SlimEvent(True)
         #: Set once the connection is gone.
         self.closed = SlimEvent()
@@ -157,6 +160,7 @@ class ClientSession(asyncio.BufferedProtocol):
             self._start(frame)
 
     def _start(self, frame: bytes | memoryview) -> None:
+        self._give_back_sent_frames()  # a client asking again has mostly read what it was sent
         if self._gate is not None and not self._pass_gate(self._gate, frame):
             return
         turn = self._turns.next()
@@ -249,8 +253,28 @@ class ClientSession(asyncio.BufferedProtocol):
             return
         if isinstance(answer, bytes):
             self._transport.write(answer)
-        else:
-            self._transport.writelines(answer)
+            return
+        self._give_back_sent_frames()
+        self._transport.writelines(answer)
+        if isinstance(answer, RelayedAnswer):
+            if self._frames_in_transport is None:
+                self._frames_in_transport = list(answer.frames)
+            else:
+                self._frames_in_transport += answer.frames
+
+    def _give_back_sent_frames(self) -> None:
+        """Hand the brokers' answer frames back to the buffer pool once the transport holds none of their bytes.
+
+        The transport may keep views of what it was given until it has sent them (uvloop queues
+        writes to the end of the loop's iteration; a full socket keeps them longer): a buffer
+        handed back earlier could be read into while it is still being sent.
+        """
+        sent = self._frames_in_transport
+        if sent is None or self._transport is None or self._transport.get_write_buffer_size():
+            return
+        self._frames_in_transport = None
+        for frame in sent:
+            self._frames.recycle(frame)
 
     # -- closing ---------------------------------------------------------------------------------
 
