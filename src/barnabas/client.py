@@ -485,9 +485,15 @@ class KafkaClient:
                 f"for {self._describe(entry)}"
             )
         del self._in_flight[0]
-        if not entry.response.done():  # done: its caller was cancelled
-            # kio reads only bytes: a large response (the reader's own buffer) is copied unless relayed.
-            entry.response.set_result(frame if entry.raw or isinstance(frame, bytes) else bytes(frame))
+        if entry.raw or isinstance(frame, bytes):
+            if not entry.response.done():  # done: its caller was cancelled
+                entry.response.set_result(frame)
+            return
+        # kio reads only bytes: a large response (a buffer of the reader's own) is copied unless relayed, and
+        # its buffer takes the next one (a fresh map costs a page fault per 4 KiB as the bytes land).
+        if not entry.response.done():
+            entry.response.set_result(bytes(frame))
+        self._frames.recycle(frame)
 
     def _watch_deadline(self, deadline: float) -> None:
         """Have the deadline timer fire by ``deadline``."""

@@ -24,6 +24,8 @@ from kio.schema.errors import ErrorCode
 
 from barnabas.client import BrokerConnectionError, KafkaClient
 from barnabas.protocol import (
+    LARGE_FRAME,
+    BufferPool,
     LocalProtocolError,
     decode_batch_records,
     iter_batch_headers,
@@ -219,6 +221,38 @@ def test_fetch_returns_what_librdkafka_produced(shared_broker: BrokerProcess, ru
             epochs = await client.request(OFFSET_FOR_LEADER_EPOCH, 4, offset_for_leader_epoch_v4(name, 0, epoch))
             (end,) = epochs.topics[0].partitions
             assert (end.error_code, end.leader_epoch, end.end_offset) == (ErrorCode.none, epoch, len(values))
+
+    run(scenario())
+
+
+def test_a_large_decoded_response_leaves_its_buffer_for_the_next(shared_broker: BrokerProcess, run: Any) -> None:
+    name = unique("client-buffers")
+    values = [f"value {i} ".encode() * 40 for i in range(500)]  # ~200 KiB: a frame of its own buffer
+
+    async def setup() -> None:
+        async with await connect(shared_broker) as client:
+            await create_topic(client, name)
+
+    run(setup())
+    produce_with_librdkafka(shared_broker, name, values)
+
+    async def scenario() -> None:
+        pool = BufferPool(8 << 20)
+        async with await connect(shared_broker, buffers=pool) as client:
+            fetched = []
+            for _ in range(3):
+                response = await client.request(FETCH, 12, fetch(name, 0, 0))
+                records = response.responses[0].partitions[0].records
+                assert len(records) > LARGE_FRAME
+                # The response was copied out, so its buffer is back in the pool; the next one reuses it.
+                assert pool.kept_bytes >= len(records)
+                fetched.append(records)
+            kept = pool.kept_bytes
+        assert kept < 2 * len(fetched[0]), "one buffer, taken and given back each time"
+        decoded = [r.value for start, header in iter_batch_headers(fetched[0])
+                   for r in decode_batch_records(fetched[0][start : start + header.size])]  # fmt: skip
+        assert decoded == values
+        assert fetched[1] == fetched[0] and fetched[2] == fetched[0], "a reused buffer corrupts no earlier answer"
 
     run(scenario())
 
