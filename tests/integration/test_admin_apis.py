@@ -334,7 +334,8 @@ def test_topics_configs_and_data_survive_restart(broker_factory: Callable[..., B
 
 
 def test_retention_by_time_advances_log_start(broker_factory: Callable[..., BrokerProcess]) -> None:
-    broker = broker_factory(extra_args=["--set", "log.retention.check.interval.ms=100"]).start()
+    fast_retention = ["--set", "log.retention.check.interval.ms=100", "--set", "log.initial.task.delay.ms=0"]
+    broker = broker_factory(extra_args=fast_retention).start()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     name = unique("retention")
     create(admin, name, config={"segment.bytes": str(1 << 20)})

@@ -44,7 +44,7 @@ def unique(prefix: str) -> str:
 @pytest.fixture
 def broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
     # A maintenance tick every 100 ms and no cleaner backoff, so passes follow the data closely.
-    settings = ["log.retention.check.interval.ms=100", "log.cleaner.backoff.ms=100"]
+    settings = ["log.retention.check.interval.ms=100", "log.initial.task.delay.ms=0", "log.cleaner.backoff.ms=100"]
     return broker_factory(extra_args=[arg for s in settings for arg in ("--set", s)]).start()
 
 
@@ -220,7 +220,7 @@ def current_leader(cluster: BrokerCluster, topic: str) -> BrokerProcess:
 
 
 def test_a_wiped_follower_replicates_the_compacted_log_across_its_gaps(tmp_path: Path) -> None:
-    fast = {"log.retention.check.interval.ms": "100", "log.cleaner.backoff.ms": "100"}
+    fast = {"log.retention.check.interval.ms": "100", "log.initial.task.delay.ms": "0", "log.cleaner.backoff.ms": "100"}
     cluster = BrokerCluster(tmp_path, 2, properties=fast).start()
     try:
         topic = unique("replicated")

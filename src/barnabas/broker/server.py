@@ -48,7 +48,7 @@ from barnabas.coordination import (
     open_storage,
     wait_until_lost,
 )
-from barnabas.log import LogManager, read_broker_id, read_cluster_id
+from barnabas.log import LogManager, MaintenanceSchedule, read_broker_id, read_cluster_id
 from barnabas.security import ListenerSecurity, client_security, listener_security
 from barnabas.security.authorizer import authorizer_for
 from barnabas.security.tls_accept import TlsHandshake
@@ -193,6 +193,12 @@ class Broker:
             self.broker_id,
             cluster_id,
             high_watermark_checkpoint_interval_ms=int(config["replica.high.watermark.checkpoint.interval.ms"]),
+            schedule=MaintenanceSchedule(
+                retention_check_interval_ms=int(config["log.retention.check.interval.ms"]),
+                flush_check_interval_ms=int(config["log.flush.scheduler.interval.ms"]),
+                producer_expiration_check_interval_ms=int(config["producer.id.expiration.check.interval.ms"]),
+                initial_task_delay_ms=int(config["log.initial.task.delay.ms"]),
+            ),
             cleaner_config=cleaner_config,
             foreign_paths=getattr(metastore, "local_paths", ()),  # the embedded database may live there
         )

@@ -75,13 +75,17 @@ Validator = Callable[[Any], str | None]
 
 @dataclass(frozen=True, slots=True)
 class ConfigDef:
-    """One setting: name, type, default (already parsed), validation and documentation."""
+    """One setting: name, type, default (already parsed), validation and documentation.
+
+    An ``internal`` setting (Kafka's defineInternal, meant for tests) is described only when set.
+    """
 
     name: str
     type: ConfigType
     default: Any
     doc: str
     validator: Validator | None = None
+    internal: bool = False
 
     def parse(self, raw: str) -> Any:
         """Parse and validate the string form of a value.

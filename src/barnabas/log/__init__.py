@@ -45,7 +45,7 @@ from .file_slice import FileSlice
 from .files import TopicPartition
 from .leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from .log import PartitionLog
-from .log_manager import LogManager
+from .log_manager import LogManager, MaintenanceSchedule
 from .meta_properties import MetaProperties, read_broker_id, read_cluster_id
 from .partition_metadata import read_topic_id
 from .producer_state import ProducerStateManager
@@ -102,6 +102,7 @@ __all__ = [
     "LogScheduler",
     "LogSegment",
     "MaintenanceResult",
+    "MaintenanceSchedule",
     "MetaProperties",
     "OffsetAndTimestamp",
     "OffsetOutOfRangeError",

@@ -804,11 +804,14 @@ class PartitionLog:
             self._epochs.truncate_from_start(offset)
         return self._log_start_offset
 
-    def maintain(self, now_ms: int) -> MaintenanceResult:
-        """Retention, time-based flush, producer expiration and delayed file deletion.
+    def maintain(
+        self, now_ms: int, *, retention: bool = True, flush: bool = True, expire_producers: bool = True
+    ) -> MaintenanceResult:
+        """Delayed file deletion, and retention, time-based flush and producer expiration when asked.
 
         Writes in flight are not waited for: they go to the active segment, which retention only
-        deletes after a roll (and a roll waits for them).
+        deletes after a roll (and a roll waits for them). The log manager asks for each duty as
+        Kafka's schedule has it due.
         """
         self._check_open()
         self._settle_landed()
@@ -816,6 +819,20 @@ class PartitionLog:
         result = MaintenanceResult()
         result.removed_files = self._remove_due_files(now_ms)
 
+        if retention:
+            self._retain(now_ms, result)
+        if flush and now_ms - self._last_flush_ms >= self._config.flush_ms:
+            if self._log_end_offset > self._recovery_point:
+                self.flush(now_ms)
+                result.flushed = True
+            self._last_flush_ms = now_ms
+        if expire_producers:
+            result.expired_producers = self._producers.remove_expired(now_ms)
+        result.log_start_offset = self._log_start_offset
+        return result
+
+    def _retain(self, now_ms: int, result: MaintenanceResult) -> None:
+        """Delete the segments retention (time, size, the log start offset) has done with."""
         plan = plan_retention(
             [SegmentStats(s.base_offset, s.size, s.largest_timestamp) for s in self._local.segments],
             config=self._config,
@@ -831,16 +848,6 @@ class PartitionLog:
             self._delete_segments(plan.base_offsets, now_ms)
             result.deleted_segments = list(plan.deletions)
             result.removed_files += self._remove_due_files(now_ms)
-
-        if now_ms - self._last_flush_ms >= self._config.flush_ms:
-            if self._log_end_offset > self._recovery_point:
-                self.flush(now_ms)
-                result.flushed = True
-            self._last_flush_ms = now_ms
-
-        result.expired_producers = self._producers.remove_expired(now_ms)
-        result.log_start_offset = self._log_start_offset
-        return result
 
     def _delete_segments(self, base_offsets: list[int], now_ms: int) -> None:
         self._structure_version += 1

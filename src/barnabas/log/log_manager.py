@@ -46,7 +46,7 @@ import shutil
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -81,9 +81,10 @@ from .files import (
 from .log import MaintenanceResult, PartitionLog, remove_deleted_dir
 from .log_dir_failures import LogDirFailures
 from .meta_properties import MetaProperties, new_directory_id, read_meta_properties, write_meta_properties
+from .periodic import Periodic
 from .scheduler import LogScheduler, run_soon
 
-__all__ = ["CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "LogManager"]
+__all__ = ["CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "LogManager", "MaintenanceSchedule"]
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +94,24 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DEFAULT_CHECKPOINT_INTERVAL_MS = 60_000
 #: Kafka's replica.high.watermark.checkpoint.interval.ms default.
 DEFAULT_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS = 5_000
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceSchedule:
+    """How often :meth:`LogManager.maintain` runs each log's periodic duties (Kafka's settings; 0: every call).
+
+    Retention and the flusher first run ``initial_task_delay_ms`` after the first call, as Kafka's
+    LogManager schedules them; producer expiration one interval after it, as each UnifiedLog does.
+    """
+
+    #: log.retention.check.interval.ms
+    retention_check_interval_ms: int = 0
+    #: log.flush.scheduler.interval.ms
+    flush_check_interval_ms: int = 0
+    #: producer.id.expiration.check.interval.ms
+    producer_expiration_check_interval_ms: int = 0
+    #: log.initial.task.delay.ms
+    initial_task_delay_ms: int = 0
 
 
 class LogManager:
@@ -107,6 +126,7 @@ class LogManager:
         *,
         checkpoint_interval_ms: int = DEFAULT_CHECKPOINT_INTERVAL_MS,
         high_watermark_checkpoint_interval_ms: int = DEFAULT_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS,
+        schedule: MaintenanceSchedule | None = None,
         cleaner_config: CleanerConfig | None = None,
         background_writes: bool = True,
         foreign_paths: Collection[Path] = (),
@@ -114,7 +134,8 @@ class LogManager:
         """Create, lock and identify every log dir.
 
         ``foreign_paths`` are other components' files that may live in a log dir (the embedded
-        coordination database): left alone without a warning.
+        coordination database): left alone without a warning. ``schedule`` says when retention,
+        the time-based flush and producer expiration run (None: at every :meth:`maintain`).
 
         Raises:
             LogDirLockedError: another process holds a dir's ``.lock``.
@@ -132,6 +153,10 @@ class LogManager:
         self.broker_id = broker_id
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
+        self.schedule = schedule or MaintenanceSchedule()
+        self._retention = Periodic(self.schedule.retention_check_interval_ms, self.schedule.initial_task_delay_ms)
+        self._flusher = Periodic(self.schedule.flush_check_interval_ms, self.schedule.initial_task_delay_ms)
+        self._producer_expiry = Periodic(self.schedule.producer_expiration_check_interval_ms)
         self._locks: dict[Path, int] = {}
         self._logs: dict[TopicPartition, tuple[Path, PartitionLog]] = {}
         #: Partitions per log dir, kept as ``_logs`` changes (counting them per create was quadratic).
@@ -401,9 +426,11 @@ class LogManager:
         """Run every log's maintenance, and the checkpoints when they are due; return what changed."""
         self._check_open()
         self._remove_due_dirs(now_ms)
+        retention, flush = self._retention.due(now_ms), self._flusher.due(now_ms)
+        expire_producers = self._producer_expiry.due(now_ms)
         results: dict[TopicPartition, MaintenanceResult] = {}
         for tp, (_, log) in sorted(self._logs.items()):
-            result = log.maintain(now_ms)
+            result = log.maintain(now_ms, retention=retention, flush=flush, expire_producers=expire_producers)
             if result.changed:
                 results[tp] = result
         if self._last_checkpoint_ms is None:

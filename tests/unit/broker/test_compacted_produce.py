@@ -22,7 +22,11 @@ from tests.unit.broker.in_memory import InMemoryBroker, in_memory_broker
 from tests.unit.broker.test_handlers import create, fetch, produce
 
 #: A maintenance tick and cleaner backoff of 50 ms, so a pass follows the data closely.
-FAST_CLEANER = {"log.retention.check.interval.ms": "50", "log.cleaner.backoff.ms": "50"}
+FAST_CLEANER = {
+    "log.retention.check.interval.ms": "50",
+    "log.initial.task.delay.ms": "0",
+    "log.cleaner.backoff.ms": "50",
+}
 COMPACTED = {"cleanup_policy": "compact", "min_cleanable_dirty_ratio": "0.01", "segment_ms": "1"}
 MIB = 1 << 20
 

@@ -85,7 +85,7 @@ T = TypeVar("T")
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 8, 9, 10, 11, 12, 13, 14
 DESCRIBE_GROUPS, LIST_GROUPS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS, DELETE_RECORDS = 15, 16, 22, 32, 21
 OFFSET_FOR_LEADER_EPOCH, DELETE_GROUPS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 23, 42, 44, 60
-TOPIC_RESOURCE, SET = 2, 0
+TOPIC_RESOURCE, BROKER_RESOURCE, SET = 2, 4, 0
 EARLIEST, LATEST = -2, -1
 
 
@@ -465,6 +465,48 @@ def test_topic_config_is_altered_and_described(tmp_path: Path) -> None:
     assert configs["retention.ms"].value == "1234"
     assert configs["cleanup.policy"].value == "delete"
     assert int(configs["retention.ms"].config_source) == 1  # DYNAMIC_TOPIC_CONFIG
+
+
+@pytest.mark.parametrize("settings", [{}, {"log.initial.task.delay.ms": "0"}])
+def test_an_internal_broker_setting_is_described_only_when_set(tmp_path: Path, settings: dict[str, str]) -> None:
+    """As Kafka's DescribeConfigs lists a defineInternal setting (log.initial.task.delay.ms) only from the originals."""
+
+    async def main() -> dict[str, Any]:
+        async with in_memory_broker(tmp_path, settings) as broker:
+            broker_id = str(broker.broker.broker_id)
+            describe = DescribeConfigsRequest(
+                resources=(
+                    DescribeConfigsResource(
+                        resource_type=BROKER_RESOURCE, resource_name=broker_id, configuration_keys=None
+                    ),
+                )
+            )
+            (described,) = (await broker.call(DESCRIBE_CONFIGS, 4, describe)).results
+            assert described.error_code == ErrorCode.none
+            return {c.name: c.value for c in described.configs}
+
+    configs = asyncio.run(asyncio.wait_for(main(), 60))
+    assert "log.retention.check.interval.ms" in configs
+    assert configs.get("log.initial.task.delay.ms") == settings.get("log.initial.task.delay.ms")
+
+
+@pytest.mark.parametrize("keys", [None, ()])
+def test_no_configuration_keys_describe_every_setting(tmp_path: Path, keys: tuple[str, ...] | None) -> None:
+    """Null or empty configuration_keys both mean every setting, as in Kafka's ConfigHelper."""
+
+    async def scenario(broker: InMemoryBroker) -> list[Any]:
+        await create(broker, "everything")
+        resources = (
+            DescribeConfigsResource(resource_type=TOPIC_RESOURCE, resource_name="everything", configuration_keys=keys),
+            DescribeConfigsResource(
+                resource_type=BROKER_RESOURCE, resource_name=str(broker.broker.broker_id), configuration_keys=keys
+            ),
+        )
+        return list((await broker.call(DESCRIBE_CONFIGS, 4, DescribeConfigsRequest(resources=resources))).results)
+
+    topic, broker = run(tmp_path, scenario)
+    assert "retention.ms" in {c.name for c in topic.configs}
+    assert "log.retention.check.interval.ms" in {c.name for c in broker.configs}
 
 
 def test_unknown_topic_config_is_refused(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from barnabas.log import (
     LogConfig,
     LogDirLockedError,
     LogManager,
+    MaintenanceSchedule,
     PartitionLog,
     TopicPartition,
 )
@@ -24,7 +25,7 @@ from barnabas.log.checkpoint import OffsetCheckpointFile
 from barnabas.log.meta_properties import read_meta_properties
 from barnabas.log.partition_metadata import encode_topic_id
 
-from .batches import T0, make_batch, offsets
+from .batches import T0, idempotent_batch, make_batch, offsets
 from .conftest import crash
 
 TOPIC_ID = uuid.UUID("2b5c0a5e-8f4e-4d0a-9a52-6d3c1f0e7b11")
@@ -316,6 +317,44 @@ def test_maintain_runs_retention_and_checkpoints_when_due(dirs: list[Path], mana
     manager.maintain(T0 + 60_000)
     manager.wait_for_syncs()  # checkpoints are written on the scheduler's thread
     assert (dirs[0] / "log-start-offset-checkpoint").read_text() == "0\n1\nt 0 2\n"
+
+
+def test_retention_runs_on_kafkas_schedule(dirs: list[Path], managers: list[LogManager]) -> None:
+    """First log.initial.task.delay.ms after the first maintenance, then every log.retention.check.interval.ms."""
+    schedule = MaintenanceSchedule(retention_check_interval_ms=300_000, initial_task_delay_ms=30_000)
+    manager = LogManager(dirs, LogConfig(), 1, "c1", schedule=schedule)
+    managers.append(manager)
+    manager.load_all(T0)
+    log = manager.create("t", 0, None, LogConfig(retention_ms=1000, file_delete_delay_ms=0), T0)
+    log.append_as_leader(make_batch(2, timestamp=T0), 0, T0)
+    log.roll(T0)
+
+    def deleted(now_ms: int) -> list[tuple[int, str]]:
+        result = manager.maintain(now_ms).get(TopicPartition("t", 0))
+        return list(result.deleted_segments) if result is not None else []
+
+    assert deleted(T0) == []  # the first tick: retention is due 30 s on
+    assert deleted(T0 + 29_999) == []
+    assert deleted(T0 + 30_000) == [(0, "retention_ms")]
+    log.append_as_leader(make_batch(2, timestamp=T0), 0, T0 + 30_000)
+    log.roll(T0 + 30_000)
+    assert deleted(T0 + 31_000) == []  # expired, but the next check is 300 s after the first
+    assert deleted(T0 + 329_999) == []
+    assert deleted(T0 + 330_000) == [(2, "retention_ms")]
+
+
+def test_producer_ids_expire_every_check_interval(dirs: list[Path], managers: list[LogManager]) -> None:
+    schedule = MaintenanceSchedule(producer_expiration_check_interval_ms=600_000)
+    manager = LogManager(dirs, LogConfig(), 1, "c1", schedule=schedule)
+    managers.append(manager)
+    manager.load_all(T0)
+    log = manager.create("t", 0, None, LogConfig(producer_id_expiration_ms=1000), T0)
+    log.append_as_leader(idempotent_batch(7, 0, 0), 0, T0)
+    manager.maintain(T0)
+    manager.maintain(T0 + 599_999)
+    assert 7 in log.producer_state.producers, "expired, but not checked yet"
+    result = manager.maintain(T0 + 600_000)[TopicPartition("t", 0)]
+    assert result.expired_producers == [7]
 
 
 def test_read_broker_id(dirs: list[Path], managers: list[LogManager]) -> None:

@@ -84,11 +84,14 @@ def _broker_entries(state: NodeNeeds, types: Any, keys: set[str] | None, docs: b
     for key, definition in sorted(BROKER_CONFIGS.items()):
         if keys is not None and key not in keys:
             continue
+        source = state.node.config.source(key)
+        if definition.internal and source is ConfigSource.DEFAULT_CONFIG:
+            continue  # Kafka describes an internal setting only when it was set
         sensitive = definition.type is ConfigType.PASSWORD
         entries.append(make(
             types.DescribeConfigsResourceResult,
             name=key, value=None if sensitive else definition.render(state.node.config[key]), read_only=True,
-            config_source=int(state.node.config.source(key)), is_sensitive=sensitive, synonyms=(),
+            config_source=int(source), is_sensitive=sensitive, synonyms=(),
             config_type=int(definition.type), documentation=definition.doc if docs else None,
         ))  # fmt: skip
     if keys is None or CORDONED_LOG_DIRS in keys:
@@ -138,7 +141,7 @@ def handle_describe_configs(state: NodeNeeds, request: Request) -> bytes:
     docs = body.include_documentation
     results = []
     for resource in body.resources:
-        keys = set(resource.configuration_keys) if resource.configuration_keys is not None else None
+        keys = set(resource.configuration_keys) if resource.configuration_keys else None  # empty: all, as null
         code, message, configs = ErrorCode.none, None, ()
         refusal = denial(state, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
         if refusal is not None:

@@ -307,10 +307,11 @@ class ReplicaManager:
                     await self._isr_wake.wait()
             self._isr_wake.clear()
             now_ms = self.state.monotonic_ms()
+            live = self.state.brokers.epochs()
             for tp, leader in list(self.leaders.items()):
                 if leader.resigned:
                     continue
-                joining = leader.wants_to_join(self.state.brokers.epochs(), now_ms, lag_ms)
+                joining = leader.wants_to_join(live, now_ms, lag_ms)
                 lagging = leader.lagging(now_ms, lag_ms)
                 if not joining and not lagging:
                     continue
