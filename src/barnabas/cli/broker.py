@@ -115,6 +115,7 @@ async def _serve(
     from barnabas.cluster.stored_values import CorruptValueError
     from barnabas.config import ConfigError
     from barnabas.coordination import CoordinationError
+    from barnabas.gc_freezer import freeze_survivors
     from barnabas.log.errors import LogError
 
     # Signals are handled from the start: a SIGTERM right after the "listening" line (or while
@@ -147,8 +148,11 @@ async def _serve(
         except CliError:
             await broker.stop()
             raise
+    # The logs are loaded: keep their objects out of the automatic full collections from now on.
+    freezer = asyncio.ensure_future(freeze_survivors())
     await stopping.wait()
     log.info("stopping")
+    freezer.cancel()
     await broker.stop()
     return 0
 

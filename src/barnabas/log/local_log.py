@@ -83,8 +83,15 @@ class LocalLog:
         self._segments = keep
         self._bases = [s.base_offset for s in keep]
 
+    @property
+    def deleting(self) -> bool:
+        """Whether deleted segments' files wait for ``file.delete.delay.ms`` to pass."""
+        return bool(self._pending_deletions)
+
     def remove_due_files(self, now_ms: int, scheduler: LogScheduler | None) -> list[Path]:
         """Remove (with a scheduler: have removed) the deleted segments' files that are due; return them."""
+        if not self._pending_deletions:
+            return []
         removed: list[Path] = []
         pending = []
         for deadline, paths in self._pending_deletions:

@@ -804,6 +804,12 @@ class PartitionLog:
             self._epochs.truncate_from_start(offset)
         return self._log_start_offset
 
+    @property
+    def needs_tending(self) -> bool:
+        """Whether a maintenance tick has work here though no periodic duty is due: deleted files to
+        remove, writes or segment syncs to settle."""
+        return bool(self._syncs or self._inflight) or self._cutting_back is not None or self._local.deleting
+
     def maintain(
         self, now_ms: int, *, retention: bool = True, flush: bool = True, expire_producers: bool = True
     ) -> MaintenanceResult:

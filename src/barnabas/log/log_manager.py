@@ -44,7 +44,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from functools import partial
@@ -423,16 +423,48 @@ class LogManager:
     # --- periodic work -----------------------------------------------------------------------
 
     def maintain(self, now_ms: int) -> dict[TopicPartition, MaintenanceResult]:
-        """Run every log's maintenance, and the checkpoints when they are due; return what changed."""
+        """Run the logs' maintenance, and the checkpoints when they are due; return what changed."""
+        results: dict[TopicPartition, MaintenanceResult] = {}
+        for _ in self.maintenance(now_ms, results):
+            pass
+        return results
+
+    def maintenance(
+        self,
+        now_ms: int,
+        results: dict[TopicPartition, MaintenanceResult] | None = None,
+        *,
+        step_done: Callable[[], bool] = lambda: False,
+    ) -> Iterator[None]:
+        """:meth:`maintain` in steps, yielding between them: a caller on an event loop serves others in
+        between. ``step_done`` is asked after each log and ends the step when true (the caller keeps the
+        time: a log whose time index is read for the first time may take milliseconds). ``results``
+        collects what changed.
+
+        A tick with no periodic duty due visits only the logs that need tending (files to remove,
+        writes to settle); one with retention due plans every log's segments. With 10,000
+        partitions, visiting each one every tick held the event loop for ~40 ms every second, and
+        a retention check for ~390 ms at once. A log created meanwhile waits for the next tick; one
+        closed meanwhile (deleted, or the manager closing) is passed over.
+        """
         self._check_open()
         self._remove_due_dirs(now_ms)
         retention, flush = self._retention.due(now_ms), self._flusher.due(now_ms)
         expire_producers = self._producer_expiry.due(now_ms)
-        results: dict[TopicPartition, MaintenanceResult] = {}
-        for tp, (_, log) in sorted(self._logs.items()):
-            result = log.maintain(now_ms, retention=retention, flush=flush, expire_producers=expire_producers)
-            if result.changed:
-                results[tp] = result
+        every_log = retention or flush or expire_producers
+        # The keys, not the items: 10,000 fresh (key, value) tuples a second that outlive the yields
+        # would be promoted to the oldest GC generation and bring on full collections.
+        for tp in list(self._logs):
+            entry = self._logs.get(tp)
+            log = entry[1] if entry is not None else None
+            if log is not None and not log.closed and (every_log or log.needs_tending):
+                result = log.maintain(now_ms, retention=retention, flush=flush, expire_producers=expire_producers)
+                if results is not None and result.changed:
+                    results[tp] = result
+            if step_done():
+                yield
+                if self._closed:
+                    return
         if self._last_checkpoint_ms is None:
             self._last_checkpoint_ms = now_ms
         elif now_ms - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
@@ -443,7 +475,6 @@ class LogManager:
         elif now_ms - self._last_hw_checkpoint_ms >= self.high_watermark_checkpoint_interval_ms:
             self._write_checkpoints(self._high_watermark_contents())
             self._last_hw_checkpoint_ms = now_ms
-        return results
 
     def wait_for_syncs(self) -> None:
         """Return once the background work queued so far (syncs, checkpoints, removals) is done."""

@@ -343,6 +343,50 @@ def test_retention_runs_on_kafkas_schedule(dirs: list[Path], managers: list[LogM
     assert deleted(T0 + 330_000) == [(2, "retention_ms")]
 
 
+def test_deleted_files_go_between_retention_checks(dirs: list[Path], managers: list[LogManager]) -> None:
+    """A tick with no duty due still removes what file.delete.delay.ms has released, and only that."""
+    schedule = MaintenanceSchedule(retention_check_interval_ms=300_000, initial_task_delay_ms=0)
+    manager = LogManager(dirs, LogConfig(), 1, "c1", schedule=schedule)
+    managers.append(manager)
+    manager.load_all(T0)
+    expiring = manager.create("t", 0, None, LogConfig(retention_ms=1000, file_delete_delay_ms=60_000), T0)
+    expiring.append_as_leader(make_batch(2, timestamp=T0), 0, T0)
+    expiring.roll(T0)
+    idle = manager.create("t", 1, None, LogConfig(), T0)
+    manager.maintain(T0)  # the first tick
+    assert manager.maintain(T0 + 2_000) == {}  # expired, but retention is not due
+    (deleted,) = manager.maintain(T0 + 300_000).values()
+    assert deleted.deleted_segments == [(0, "retention_ms")] and deleted.removed_files == []
+    assert not idle.needs_tending and expiring.needs_tending
+    assert manager.maintain(T0 + 359_999) == {}
+    (removed,) = manager.maintain(T0 + 360_000).values()
+    assert [path.suffix for path in removed.removed_files].count(".deleted") >= 1
+    manager.wait_for_syncs()  # files are removed on the scheduler's thread
+    assert not any(path.exists() for path in removed.removed_files)
+    assert not expiring.needs_tending
+
+
+def test_maintenance_yields_between_steps_and_passes_over_logs_deleted_meanwhile(
+    dirs: list[Path], managers: list[LogManager]
+) -> None:
+    manager = start(managers, dirs)  # every duty due at every tick
+    config = LogConfig(retention_ms=1000, file_delete_delay_ms=0)
+    logs = [manager.create("t", p, None, config, T0) for p in range(20)]
+    for log in logs:
+        log.append_as_leader(make_batch(2, timestamp=T0), 0, T0)
+        log.roll(T0)
+    results: dict[TopicPartition, object] = {}
+    asked = iter(range(1_000))
+    steps = manager.maintenance(T0 + 2_000, results, step_done=lambda: next(asked) % 3 == 2)  # 3 logs a step
+    next(steps)
+    assert len(results) == 3, "the first step: three logs, not all"
+    assert manager.delete_topic_partition("t", 19, T0 + 2_000)
+    yielded = 1 + sum(1 for _ in steps)
+    assert yielded == 20 // 3  # asked after each of the 20 logs, the deleted one too
+    assert sorted(tp.partition for tp in results) == list(range(19)), "every log but the one deleted meanwhile"
+    assert all(r.deleted_segments == [(0, "retention_ms")] for r in results.values())  # type: ignore[attr-defined]
+
+
 def test_producer_ids_expire_every_check_interval(dirs: list[Path], managers: list[LogManager]) -> None:
     schedule = MaintenanceSchedule(producer_expiration_check_interval_ms=600_000)
     manager = LogManager(dirs, LogConfig(), 1, "c1", schedule=schedule)

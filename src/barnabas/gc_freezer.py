@@ -1,0 +1,42 @@
+"""Keep a long-running server's old objects out of Python's full garbage collections.
+
+A broker with 10,000 partitions holds ~550,000 GC-tracked objects. CPython runs a full
+collection whenever a quarter as many objects again have reached its oldest generation (the
+temporaries of a pass over every partition that outlive a few young collections suffice), and
+each one walked them all: the event loop stood still for ~400 ms every 15 to 25 s, however idle
+the broker. :func:`freeze_survivors` collects everything once and then moves the survivors into
+CPython's permanent generation (``gc.freeze``), which automatic collections skip; refcounting
+still frees them as ever. Cycles among frozen objects that become garbage later wait for the next
+round, ``interval_s`` on, which unfreezes, collects and freezes again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import time
+
+__all__ = ["FREEZE_INTERVAL_S", "freeze_survivors"]
+
+log = logging.getLogger(__name__)
+
+#: How often cyclic garbage among frozen objects is looked for (a full collection each time).
+FREEZE_INTERVAL_S = 600.0
+
+
+def freeze_once() -> float:
+    """Unfreeze, collect everything, freeze what survived; the seconds it took."""
+    began = time.perf_counter()
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+    return time.perf_counter() - began
+
+
+async def freeze_survivors(interval_s: float = FREEZE_INTERVAL_S) -> None:
+    """Freeze the survivors of a full collection now and every ``interval_s`` (run as a task; never returns)."""
+    while True:
+        took = freeze_once()
+        log.debug("froze %d objects out of automatic collections in %.0f ms", gc.get_freeze_count(), took * 1000)
+        await asyncio.sleep(interval_s)
