@@ -269,19 +269,24 @@ def _produce_all(version: int, topic: str, order: list[int], acks: int, tag: str
     return body, values
 
 
-def _fetch_all(client: RawKafkaClient, version: int, topic: str, order: list[int]) -> dict[int, list[bytes]]:
-    """Every record value of each partition from offset 0, one Fetch split across the leaders."""
+def _fetch_from_start(version: int, topic: str, partitions: list[int], *, max_bytes: int, partition_max: int) -> Any:
+    """A consumer's Fetch of ``partitions`` from offset 0, answered at once (max_wait 0)."""
     partition_cls = request_class(FETCH, version, "FetchPartition")
-    request = make(
+    return make(
         request_class(FETCH, version),
-        replica_id=-1, max_wait=timeout_ms(0), min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+        replica_id=-1, max_wait=timeout_ms(0), min_bytes=1, max_bytes=max_bytes, isolation_level=0, session_id=0,
         session_epoch=-1, forgotten_topics_data=(), rack_id="",
         topics=(make(request_class(FETCH, version, "FetchTopic"), topic=topic, partitions=tuple(
             make(partition_cls, partition=p, fetch_offset=0, current_leader_epoch=-1, log_start_offset=-1,
-                 partition_max_bytes=1 << 16)
-            for p in order
+                 partition_max_bytes=partition_max)
+            for p in partitions
         )),),
     )  # fmt: skip
+
+
+def _fetch_all(client: RawKafkaClient, version: int, topic: str, order: list[int]) -> dict[int, list[bytes]]:
+    """Every record value of each partition from offset 0, one Fetch split across the leaders."""
+    request = _fetch_from_start(version, topic, order, max_bytes=1 << 20, partition_max=1 << 16)
     (answer,) = client.request(FETCH, version, request).responses
     assert [p.partition_index for p in answer.partitions] == order, "partitions in the request's order"
     assert {p.error_code for p in answer.partitions} == {0}, [
@@ -346,19 +351,8 @@ def test_large_fetch_answers_are_relayed_through_recycled_buffers(cluster: Broke
 
 def _fetch_bytes(client: RawKafkaClient, topic: str, partitions: list[int]) -> int:
     """Bytes of records one Fetch from offset 0 returns (up to 1 MiB per partition)."""
-    version = 12
-    partition_cls = request_class(FETCH, version, "FetchPartition")
-    request = make(
-        request_class(FETCH, version),
-        replica_id=-1, max_wait=timeout_ms(0), min_bytes=1, max_bytes=64 << 20, isolation_level=0, session_id=0,
-        session_epoch=-1, forgotten_topics_data=(), rack_id="",
-        topics=(make(request_class(FETCH, version, "FetchTopic"), topic=topic, partitions=tuple(
-            make(partition_cls, partition=p, fetch_offset=0, current_leader_epoch=-1, log_start_offset=-1,
-                 partition_max_bytes=1 << 20)
-            for p in partitions
-        )),),
-    )  # fmt: skip
-    (answer,) = client.request(FETCH, version, request).responses
+    request = _fetch_from_start(12, topic, partitions, max_bytes=64 << 20, partition_max=1 << 20)
+    (answer,) = client.request(FETCH, 12, request).responses
     assert [(p.partition_index, p.error_code) for p in answer.partitions] == [(p, 0) for p in partitions]
     return sum(len(p.records or b"") for p in answer.partitions)
 

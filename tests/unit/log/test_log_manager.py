@@ -46,9 +46,13 @@ def managers(dirs: list[Path]) -> Iterator[list[LogManager]]:
 
 
 def start(
-    managers: list[LogManager], dirs: list[Path], broker_id: int = 1, cluster_id: str | None = "c1"
+    managers: list[LogManager],
+    dirs: list[Path],
+    broker_id: int = 1,
+    cluster_id: str | None = "c1",
+    schedule: MaintenanceSchedule | None = None,
 ) -> LogManager:
-    manager = LogManager(dirs, LogConfig(), broker_id, cluster_id)
+    manager = LogManager(dirs, LogConfig(), broker_id, cluster_id, schedule=schedule)
     managers.append(manager)
     manager.load_all(T0)
     return manager
@@ -322,9 +326,7 @@ def test_maintain_runs_retention_and_checkpoints_when_due(dirs: list[Path], mana
 def test_retention_runs_on_kafkas_schedule(dirs: list[Path], managers: list[LogManager]) -> None:
     """First log.initial.task.delay.ms after the first maintenance, then every log.retention.check.interval.ms."""
     schedule = MaintenanceSchedule(retention_check_interval_ms=300_000, initial_task_delay_ms=30_000)
-    manager = LogManager(dirs, LogConfig(), 1, "c1", schedule=schedule)
-    managers.append(manager)
-    manager.load_all(T0)
+    manager = start(managers, dirs, schedule=schedule)
     log = manager.create("t", 0, None, LogConfig(retention_ms=1000, file_delete_delay_ms=0), T0)
     log.append_as_leader(make_batch(2, timestamp=T0), 0, T0)
     log.roll(T0)
@@ -346,9 +348,7 @@ def test_retention_runs_on_kafkas_schedule(dirs: list[Path], managers: list[LogM
 def test_deleted_files_go_between_retention_checks(dirs: list[Path], managers: list[LogManager]) -> None:
     """A tick with no duty due still removes what file.delete.delay.ms has released, and only that."""
     schedule = MaintenanceSchedule(retention_check_interval_ms=300_000, initial_task_delay_ms=0)
-    manager = LogManager(dirs, LogConfig(), 1, "c1", schedule=schedule)
-    managers.append(manager)
-    manager.load_all(T0)
+    manager = start(managers, dirs, schedule=schedule)
     expiring = manager.create("t", 0, None, LogConfig(retention_ms=1000, file_delete_delay_ms=60_000), T0)
     expiring.append_as_leader(make_batch(2, timestamp=T0), 0, T0)
     expiring.roll(T0)
@@ -388,10 +388,7 @@ def test_maintenance_yields_between_steps_and_passes_over_logs_deleted_meanwhile
 
 
 def test_producer_ids_expire_every_check_interval(dirs: list[Path], managers: list[LogManager]) -> None:
-    schedule = MaintenanceSchedule(producer_expiration_check_interval_ms=600_000)
-    manager = LogManager(dirs, LogConfig(), 1, "c1", schedule=schedule)
-    managers.append(manager)
-    manager.load_all(T0)
+    manager = start(managers, dirs, schedule=MaintenanceSchedule(producer_expiration_check_interval_ms=600_000))
     log = manager.create("t", 0, None, LogConfig(producer_id_expiration_ms=1000), T0)
     log.append_as_leader(idempotent_batch(7, 0, 0), 0, T0)
     manager.maintain(T0)
