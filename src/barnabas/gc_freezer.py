@@ -17,7 +17,7 @@ import gc
 import logging
 import time
 
-__all__ = ["FREEZE_INTERVAL_S", "freeze_survivors"]
+__all__ = ["FREEZE_INTERVAL_S", "freeze_once", "freeze_survivors"]
 
 log = logging.getLogger(__name__)
 
