@@ -50,8 +50,8 @@ log = logging.getLogger(__name__)
 
 #: Failed probes in a row after which another proxy node counts as down.
 PROBES_TO_FAIL = 2
-#: Bytes of handed-back request buffers the proxy keeps for its connections' next large requests: about
-#: fifty 1 MiB produce batches in flight at once without a fresh, zero-filled buffer for any of them.
+#: Bytes of handed-back frame buffers (clients' large requests, brokers' large answers) the proxy keeps for the
+#: next ones: about fifty 1 MiB produce batches or fetch answers in flight at once, none in fresh zero-filled memory.
 FRAME_BUFFER_POOL_BYTES = 64 * 1024 * 1024
 #: The settings naming the listening sockets a hot restart hands over.
 CLIENT_LISTENERS = "listeners"
