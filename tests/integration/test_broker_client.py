@@ -158,6 +158,17 @@ def produce_with_librdkafka(broker: BrokerProcess, topic: str, values: list[byte
     assert errors == [None] * len(values)
 
 
+def topic_holding(broker: BrokerProcess, run: Any, name: str, values: list[bytes]) -> None:
+    """Create the one-partition topic ``name`` through KafkaClient and produce ``values`` to it with librdkafka."""
+
+    async def setup() -> None:
+        async with await connect(broker) as client:
+            await create_topic(client, name)
+
+    run(setup())
+    produce_with_librdkafka(broker, name, values)
+
+
 # --- the happy path ---------------------------------------------------------------------------
 
 
@@ -187,13 +198,7 @@ def test_api_versions_create_topics_and_metadata(shared_broker: BrokerProcess, r
 def test_fetch_returns_what_librdkafka_produced(shared_broker: BrokerProcess, run: Any) -> None:
     name = unique("client-fetch")
     values = [f"value {i} ".encode() * 20 for i in range(500)]
-
-    async def setup() -> None:
-        async with await connect(shared_broker) as client:
-            await create_topic(client, name)
-
-    run(setup())
-    produce_with_librdkafka(shared_broker, name, values)
+    topic_holding(shared_broker, run, name, values)
 
     async def scenario() -> None:
         async with await connect(shared_broker) as client:
@@ -228,13 +233,7 @@ def test_fetch_returns_what_librdkafka_produced(shared_broker: BrokerProcess, ru
 def test_a_large_decoded_response_leaves_its_buffer_for_the_next(shared_broker: BrokerProcess, run: Any) -> None:
     name = unique("client-buffers")
     values = [f"value {i} ".encode() * 40 for i in range(500)]  # ~200 KiB: a frame of its own buffer
-
-    async def setup() -> None:
-        async with await connect(shared_broker) as client:
-            await create_topic(client, name)
-
-    run(setup())
-    produce_with_librdkafka(shared_broker, name, values)
+    topic_holding(shared_broker, run, name, values)
 
     async def scenario() -> None:
         pool = BufferPool(8 << 20)

@@ -308,12 +308,19 @@ def test_update_config_reaches_every_partition_of_the_topic(dirs: list[Path], ma
     assert other.config.retention_ms == LogConfig().retention_ms
 
 
-def test_maintain_runs_retention_and_checkpoints_when_due(dirs: list[Path], managers: list[LogManager]) -> None:
-    manager = start(managers, dirs)
-    config = LogConfig(retention_ms=1000, file_delete_delay_ms=0)
-    log = manager.create("t", 0, None, config, T0)
+def expiring_log(manager: LogManager, partition: int, file_delete_delay_ms: int = 0) -> PartitionLog:
+    """Partition ``partition`` of ``t`` (retention.ms 1 s) with a rolled segment of two records written at T0."""
+    log = manager.create(
+        "t", partition, None, LogConfig(retention_ms=1000, file_delete_delay_ms=file_delete_delay_ms), T0
+    )
     log.append_as_leader(make_batch(2, timestamp=T0), 0, T0)
     log.roll(T0)
+    return log
+
+
+def test_maintain_runs_retention_and_checkpoints_when_due(dirs: list[Path], managers: list[LogManager]) -> None:
+    manager = start(managers, dirs)
+    log = expiring_log(manager, 0)
     log.append_as_leader(make_batch(2, timestamp=T0 + 100_000), 0, T0)
     results = manager.maintain(T0 + 2000)
     assert results[TopicPartition("t", 0)].deleted_segments == [(0, "retention_ms")]
@@ -327,9 +334,7 @@ def test_retention_runs_on_kafkas_schedule(dirs: list[Path], managers: list[LogM
     """First log.initial.task.delay.ms after the first maintenance, then every log.retention.check.interval.ms."""
     schedule = MaintenanceSchedule(retention_check_interval_ms=300_000, initial_task_delay_ms=30_000)
     manager = start(managers, dirs, schedule=schedule)
-    log = manager.create("t", 0, None, LogConfig(retention_ms=1000, file_delete_delay_ms=0), T0)
-    log.append_as_leader(make_batch(2, timestamp=T0), 0, T0)
-    log.roll(T0)
+    log = expiring_log(manager, 0)
 
     def deleted(now_ms: int) -> list[tuple[int, str]]:
         result = manager.maintain(now_ms).get(TopicPartition("t", 0))
@@ -349,9 +354,7 @@ def test_deleted_files_go_between_retention_checks(dirs: list[Path], managers: l
     """A tick with no duty due still removes what file.delete.delay.ms has released, and only that."""
     schedule = MaintenanceSchedule(retention_check_interval_ms=300_000, initial_task_delay_ms=0)
     manager = start(managers, dirs, schedule=schedule)
-    expiring = manager.create("t", 0, None, LogConfig(retention_ms=1000, file_delete_delay_ms=60_000), T0)
-    expiring.append_as_leader(make_batch(2, timestamp=T0), 0, T0)
-    expiring.roll(T0)
+    expiring = expiring_log(manager, 0, file_delete_delay_ms=60_000)
     idle = manager.create("t", 1, None, LogConfig(), T0)
     manager.maintain(T0)  # the first tick
     assert manager.maintain(T0 + 2_000) == {}  # expired, but retention is not due
@@ -370,11 +373,8 @@ def test_maintenance_yields_between_steps_and_passes_over_logs_deleted_meanwhile
     dirs: list[Path], managers: list[LogManager]
 ) -> None:
     manager = start(managers, dirs)  # every duty due at every tick
-    config = LogConfig(retention_ms=1000, file_delete_delay_ms=0)
-    logs = [manager.create("t", p, None, config, T0) for p in range(20)]
-    for log in logs:
-        log.append_as_leader(make_batch(2, timestamp=T0), 0, T0)
-        log.roll(T0)
+    for partition in range(20):
+        expiring_log(manager, partition)
     results: dict[TopicPartition, object] = {}
     asked = iter(range(1_000))
     steps = manager.maintenance(T0 + 2_000, results, step_done=lambda: next(asked) % 3 == 2)  # 3 logs a step
