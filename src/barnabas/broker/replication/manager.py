@@ -63,6 +63,9 @@ class ReplicaManager:
         #: Set after every reconcile, i.e. after every metadata change (controlled shutdown waits on it).
         self.reconciled = asyncio.Event()
         self._isr_wake = asyncio.Event()
+        #: ``replica.lag.time.max.ms``: how long a follower may go without catching up and stay in sync (read
+        #: once: every follower fetch asks).
+        self.lag_time_max_ms = int(state.config["replica.lag.time.max.ms"])
         self._tasks: list[asyncio.Task[None]] = []
         self._roles = RoleChanges()
         self._topic_documents = TopicDocuments(state.logs)
@@ -292,11 +295,6 @@ class ReplicaManager:
             fetcher.remove(tp)
 
     # -- ISR changes -------------------------------------------------------------------------------
-
-    @property
-    def lag_time_max_ms(self) -> int:
-        """``replica.lag.time.max.ms``: how long a follower may go without catching up and stay in sync."""
-        return int(self.state.config["replica.lag.time.max.ms"])
 
     async def _isr_loop(self) -> None:
         lag_ms = self.lag_time_max_ms
