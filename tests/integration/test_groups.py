@@ -35,6 +35,7 @@ from kio.schema.heartbeat.v4.request import HeartbeatRequest
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import BrokerCluster
 from tests.support.interop_tools import JAVA_DIR, JAVA_TOOLS, NODE_DIR, build_tools, java_command
+from tests.support.kafka_python import with_topic_metadata
 from tests.support.requests import connect
 
 pytestmark = pytest.mark.timeout(240)
@@ -92,8 +93,10 @@ def consume_confluent(bootstrap: str, topic: str, group: str, count: int) -> lis
 def consume_kafka_python(bootstrap: str, topic: str, group: str, count: int) -> list[str]:
     from kafka import KafkaConsumer
 
-    consumer = KafkaConsumer(
-        topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False
+    consumer = with_topic_metadata(
+        KafkaConsumer(
+            topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False
+        )
     )
     values: list[str] = []
     deadline = time.monotonic() + 60

@@ -26,6 +26,7 @@ from barnabas.client import BrokerConnectionError, KafkaClient
 from barnabas.protocol import ErrorCode, request_class
 from barnabas.security.oauthbearer import OAuthBearerClient
 from barnabas.testing import free_ports
+from tests.support.kafka_python import with_topic_metadata
 from tests.support.oauth import AUDIENCE, ISSUER, Issuer, JwksServer, SigningKey
 from tests.support.raw_client import RawKafkaClient
 from tests.support.requests import HOST, unique
@@ -130,8 +131,9 @@ def test_kafka_python_produces_and_consumes_with_a_token_provider(broker: TlsBro
         producer.send(topic, f"m{i}".encode())
     producer.flush(60)
     producer.close()
-    consumer = KafkaConsumer(topic, bootstrap_servers=broker.tls_bootstrap("OAUTH"), auto_offset_reset="earliest",
-                             consumer_timeout_ms=20_000, group_id=unique("kafka-python"), **sasl)  # fmt: skip
+    consumer = with_topic_metadata(KafkaConsumer(topic, bootstrap_servers=broker.tls_bootstrap("OAUTH"),
+                                                 auto_offset_reset="earliest", consumer_timeout_ms=20_000,
+                                                 group_id=unique("kafka-python"), **sasl))  # fmt: skip
     try:
         values = [message.value for _, message in zip(range(200), consumer, strict=False)]
     finally:

@@ -45,6 +45,7 @@ from barnabas.protocol import ErrorCode, request_class
 from barnabas.security.plain import PlainClient
 from barnabas.security.scram import MECHANISMS, ScramClient
 from barnabas.testing import ProxyNode, free_ports
+from tests.support.kafka_python import with_topic_metadata
 from tests.support.raw_client import RawKafkaClient
 from tests.support.requests import HOST, api_versions_request, produce_request, unique
 from tests.support.tls import TlsBroker, broker_ssl_settings, make_certificates, produce_and_consume, ssl_client
@@ -205,8 +206,9 @@ def test_kafka_python_produces_and_consumes_through_the_proxy(proxy: SaslProxyNo
         producer.send(TOPIC, value)
     producer.flush(30)
     producer.close()
-    consumer = KafkaConsumer(TOPIC, bootstrap_servers=proxy.bootstrap, auto_offset_reset="earliest",
-                             consumer_timeout_ms=20_000, group_id=unique("group-kafka-python"), **sasl)  # fmt: skip
+    consumer = with_topic_metadata(KafkaConsumer(TOPIC, bootstrap_servers=proxy.bootstrap, auto_offset_reset="earliest",
+                                                 consumer_timeout_ms=20_000, group_id=unique("group-kafka-python"),
+                                                 **sasl))  # fmt: skip
     read: list[bytes] = []
     try:
         for message in consumer:  # ends early only at consumer_timeout_ms

@@ -29,6 +29,7 @@ from barnabas.security.scram import MECHANISMS, ScramClient
 from barnabas.testing import free_ports
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import BrokerCluster
+from tests.support.kafka_python import with_topic_metadata
 from tests.support.raw_client import RawKafkaClient
 from tests.support.requests import HOST, api_versions_request, produce_request, unique
 from tests.support.tls import Certificates, TlsBroker, broker_ssl_settings, make_certificates, produce_and_consume
@@ -120,9 +121,9 @@ def test_kafka_python_produces_and_consumes(broker: TlsBroker, mechanism: str) -
         producer.send(topic, f"m{i}".encode())
     producer.flush(60)
     producer.close()
-    consumer = KafkaConsumer(topic, bootstrap_servers=broker.tls_bootstrap("SASL_PLAINTEXT"),
-                             auto_offset_reset="earliest", consumer_timeout_ms=20_000,
-                             group_id=unique("kafka-python"), **sasl)  # fmt: skip
+    consumer = with_topic_metadata(KafkaConsumer(topic, bootstrap_servers=broker.tls_bootstrap("SASL_PLAINTEXT"),
+                                                 auto_offset_reset="earliest", consumer_timeout_ms=20_000,
+                                                 group_id=unique("kafka-python"), **sasl))  # fmt: skip
     try:
         values = [message.value for _, message in zip(range(300), consumer, strict=False)]
     finally:

@@ -30,6 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from tests.interop.common import problems_in
 from tests.support.interop_tools import JAVA_DIR, JAVA_TOOLS, NODE_DIR, REPO, build_tools, java_command
+from tests.support.kafka_python import with_topic_metadata
 from tests.support.requests import unique
 from tests.support.secure import SecureBroker, Transport
 from tests.support.tls import Certificates, make_certificates
@@ -105,8 +106,8 @@ def kafka_python(round_: Round) -> list[str]:
             future.get(timeout=TIMEOUT_S)
     finally:
         producer.close()
-    consumer = KafkaConsumer(round_.topic, group_id=round_.group, auto_offset_reset="earliest",
-                             enable_auto_commit=False, **config)  # fmt: skip
+    consumer = with_topic_metadata(KafkaConsumer(round_.topic, group_id=round_.group, auto_offset_reset="earliest",
+                                                 enable_auto_commit=False, **config))  # fmt: skip
     values: list[str] = []
     deadline = time.monotonic() + TIMEOUT_S
     try:

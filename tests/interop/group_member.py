@@ -23,6 +23,8 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from tests.support.kafka_python import with_topic_metadata
+
 HEARTBEAT_MS = 500
 
 
@@ -92,13 +94,7 @@ def run_kafka_python(args: argparse.Namespace, stop: threading.Event, owned: Own
         auto_offset_reset="earliest",
     )
     consumer.subscribe([args.topic], listener=Listener())
-    # kafka-python 3.0.12 joins before it has the topic's metadata. A leader that assigned without it
-    # rejoins when the metadata arrives, and its own assignment clears that reason while the SyncGroup
-    # is in flight; if poll's timeout ends meanwhile, later polls never collect the finished join
-    # (`join_group_async` loops only `while need_rejoin()`, where the Java client also waits for a
-    # pending join): the member stops heartbeating, is removed, and never rejoins. Fetching metadata
-    # first (as a Java consumer has it before its first assignment) keeps it out of that path.
-    consumer.topics()
+    with_topic_metadata(consumer)  # see tests.support.kafka_python
     while not stop.is_set():
         consumer.poll(timeout_ms=200)
     consumer.close()
