@@ -37,6 +37,8 @@ class LeaderEpochCache:
         self._entries: list[EpochEntry] = []
         for entry in entries or []:
             self._assign(entry)
+        #: The file holds a write that is not durable yet (:meth:`assign` with ``sync`` False).
+        self._unsynced = False
 
     @classmethod
     def load(cls, directory: Path) -> LeaderEpochCache:
@@ -68,15 +70,19 @@ class LeaderEpochCache:
     def earliest_entry(self) -> EpochEntry | None:
         return self._entries[0] if self._entries else None
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
+    def assign(self, epoch: int, start_offset: int, *, sync: bool = True) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; return whether the cache changed.
+
+        With ``sync`` False the checkpoint is written but not fsynced: the log syncs it (:meth:`sync`)
+        before its recovery point passes ``start_offset``. Records above the recovery point are
+        recovered after a crash, assigning their epochs again, so nothing is lost meanwhile.
 
         Raises:
             ValueError: a negative epoch or offset.
         """
         changed = self._assign(EpochEntry(epoch, start_offset))
         if changed:
-            self.flush()
+            self.flush(sync=sync)
         return changed
 
     def epoch_for_offset(self, offset: int) -> int | None:
@@ -133,6 +139,21 @@ class LeaderEpochCache:
     def flush(self, *, sync: bool = True) -> None:
         """Write the checkpoint, durably unless ``sync`` is False."""
         self._checkpoint.write(self._entries, sync=sync)
+        self._unsynced = not sync
+
+    @property
+    def unsynced(self) -> bool:
+        """The checkpoint file holds a write that is not durable yet."""
+        return self._unsynced
+
+    def sync(self) -> None:
+        """Make the checkpoint durable if a write of it is not."""
+        if self._unsynced:
+            self.flush()
+
+    def handed_to_sync(self) -> None:
+        """A background job now syncs the file (a rolled segment's sync, :meth:`PartitionLog.roll`)."""
+        self._unsynced = False
 
     def _assign(self, entry: EpochEntry) -> bool:
         if entry.epoch < 0 or entry.start_offset < 0:

@@ -81,7 +81,7 @@ from .file_slice import FileSlice
 from .files import DELETE_DIR_SUFFIX, fsync_dir
 from .leader_epoch import LeaderEpochCache
 from .local_log import LocalLog
-from .partition_metadata import read_topic_id, write_topic_id
+from .partition_metadata import PARTITION_METADATA, read_topic_id, write_topic_id
 from .producer_state import ProducerStateManager
 from .recovery import LoadedLog, load_log, rebuild_producer_state
 from .results import (
@@ -171,6 +171,8 @@ class PartitionLog:
         self._recovery_point = loaded.recovery_point
         self._producers = loaded.producer_state
         self._epochs = loaded.leader_epochs
+        #: The partition dir was created by this open: its files' names are not durable yet.
+        self._created_unsynced = loaded.created
         if checkpointed_high_watermark is not None:
             # A crash may have lost data the checkpoint had seen: clamp as updateHighWatermark does.
             checkpointed_high_watermark = max(
@@ -259,7 +261,7 @@ class PartitionLog:
             raise InconsistentTopicIdError(f"partition dir {directory} belongs to topic id {existing}, not {topic_id}")
         loaded = load_log(directory, config, now_ms, recovery_point, log_start_offset, clean_shutdown=clean_shutdown)
         if topic_id is not None and existing is None:
-            write_topic_id(directory, topic_id)
+            write_topic_id(directory, topic_id, sync=not loaded.created)
         log = cls(
             directory,
             config,
@@ -376,8 +378,22 @@ class PartitionLog:
             self._report_write_failure(self.directory, error)
 
     def attach_scheduler(self, scheduler: LogScheduler | None) -> None:
-        """Sync rolled segments and remove deleted files on ``scheduler``'s thread (None: on the caller's)."""
+        """Sync rolled segments and remove deleted files on ``scheduler``'s thread (None: on the caller's).
+
+        A log whose dir :meth:`open` created has its ``partition.metadata``, its dir and the log dir
+        that holds it synced there first, as Kafka flushes a new log's partition.metadata on its
+        scheduler: creating thousands of partitions waits on none of those fsyncs. A crash before
+        that sync loses what any crash loses, the unflushed writes (here: maybe the whole new dir,
+        which the next open creates again). Later syncs and checkpoints queued there land after it.
+        """
         self._scheduler = scheduler
+        if self._created_unsynced:
+            self._created_unsynced = False
+            if (future := run_soon(scheduler, self._created_files_sync().run)) is not None:
+                self._syncs.append((future, self._recovery_point, self._truncations))  # settled as a roll's
+
+    def _created_files_sync(self) -> SegmentSync:
+        return SegmentSync([], [self.directory / PARTITION_METADATA], self.directory, with_parent=True)
 
     @property
     def appends_in_flight(self) -> int:
@@ -627,9 +643,11 @@ class PartitionLog:
         segment = self._local.roll(base_offset, self._config, now_ms)
         self._producers.update_map_end_offset(base_offset)
         snapshot = self._producers.take_snapshot(sync=False)
-        sync = SegmentSync(
-            [active.dup_fd()], [active.offset_index.path, active.time_index.path, snapshot], self.directory
-        )
+        paths = [active.offset_index.path, active.time_index.path, snapshot]
+        if self._epochs.unsynced:  # before the recovery point passes the rolled segment
+            paths.append(self._epochs.path)
+            self._epochs.handed_to_sync()
+        sync = SegmentSync([active.dup_fd()], paths, self.directory)
         future = run_soon(self._scheduler, sync.run)
         if future is None:  # synced here: no scheduler, or it is closing
             self._recovery_point = max(self._recovery_point, base_offset)
@@ -656,6 +674,10 @@ class PartitionLog:
         self._check_open()
         self._drain()
         self._settle_syncs()
+        if self._created_unsynced:  # never given a scheduler
+            self._created_unsynced = False
+            self._created_files_sync().run()
+        self._epochs.sync()
         for segment in self._local.segments[self._local.floor_index(self._recovery_point) :]:
             segment.flush()
         self._recovery_point = self._log_end_offset

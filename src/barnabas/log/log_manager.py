@@ -379,7 +379,6 @@ class LogManager:
         log.attach_writer(self._writer)
         log.attach_scheduler(self._scheduler)
         log.attach_failure_channel(self.failures.report)
-        fsync_dir(log_dir)
         self._logs[tp] = (log_dir, log)
         self._per_dir[log_dir] += 1
         return log

@@ -45,10 +45,10 @@ def decode_topic_id(text: str) -> uuid.UUID:
     return uuid.UUID(text)
 
 
-def write_topic_id(directory: Path, topic_id: uuid.UUID) -> None:
-    """Write ``partition.metadata`` in ``directory``."""
+def write_topic_id(directory: Path, topic_id: uuid.UUID, *, sync: bool = True) -> None:
+    """Write ``partition.metadata`` in ``directory`` (durably unless ``sync`` is False)."""
     text = f"version: {_VERSION}\ntopic_id: {encode_topic_id(topic_id)}\n"
-    write_atomically(directory / PARTITION_METADATA, text.encode("ascii"))
+    write_atomically(directory / PARTITION_METADATA, text.encode("ascii"), sync=sync)
 
 
 def read_topic_id(directory: Path) -> uuid.UUID | None:

@@ -81,6 +81,8 @@ class LoadedLog:
     deleted_segments: list[int] = field(default_factory=list)
     truncated_bytes: int = 0
     removed_files: list[Path] = field(default_factory=list)
+    #: the partition dir did not exist: its entries are not durable yet (see PartitionLog.attach_scheduler)
+    created: bool = False
 
 
 def remove_stray_files(directory: Path) -> list[Path]:
@@ -195,6 +197,7 @@ def load_log(
             whole: none is recovered (Kafka's LogLoader trusts such a log), but the last one's tail
             from its last offset index entry is still checked (:meth:`LogSegment.check_tail`).
     """
+    created = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)
     complete_interrupted_swaps(directory, config, now_ms)
     removed = remove_stray_files(directory)
@@ -213,6 +216,7 @@ def load_log(
         recovery_point=0,
         producer_state=ProducerStateManager(directory, config.producer_id_expiration_ms),
         leader_epochs=epochs,
+        created=created,
         removed_files=removed,
     )
 
@@ -280,7 +284,8 @@ def load_log(
         loaded.segments = [LogSegment.create(directory, start_checkpoint, **sizes, now_ms=now_ms)]
         log_end_offset = start_checkpoint
         epochs.clear()
-    fsync_dir(directory)
+    if not created:  # a new dir's entries are synced with it, off the event loop (PartitionLog.attach_scheduler)
+        fsync_dir(directory)
 
     loaded.log_end_offset = log_end_offset
     loaded.log_start_offset = max(start_checkpoint, loaded.segments[0].base_offset)

@@ -38,15 +38,18 @@ _T = TypeVar("_T")
 class SegmentSync:
     """What syncing one rolled segment takes: duplicated descriptors of its files, and extra paths."""
 
-    __slots__ = ("_descriptors", "_directory", "_paths")
+    __slots__ = ("_descriptors", "_directory", "_paths", "_with_parent")
 
-    def __init__(self, descriptors: Sequence[int], paths: Sequence[Path], directory: Path) -> None:
+    def __init__(
+        self, descriptors: Sequence[int], paths: Sequence[Path], directory: Path, *, with_parent: bool = False
+    ) -> None:
         self._descriptors = list(descriptors)
         self._paths = list(paths)
         self._directory = directory
+        self._with_parent = with_parent
 
     def run(self) -> None:
-        """fsync the descriptors (closing them), then the paths, then the directory."""
+        """fsync the descriptors (closing them), then the paths, then the directory (and its parent if asked)."""
         try:
             for fd in self._descriptors:
                 os.fsync(fd)
@@ -65,6 +68,8 @@ class SegmentSync:
                 os.close(fd)
         with contextlib.suppress(FileNotFoundError):  # the partition was deleted meanwhile
             fsync_dir(self._directory)
+        if self._with_parent:
+            fsync_dir(self._directory.parent)
 
 
 def remove_files(paths: Sequence[Path]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -35,6 +37,20 @@ def open_log(log_dir: Path) -> Iterator[OpenLog]:
     for log in opened:
         if not log.closed:
             log.close()
+
+
+@pytest.fixture
+def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Path]]:
+    """Every fsync from now on: (the calling thread's name, the path synced)."""
+    synced: list[tuple[str, Path]] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append((threading.current_thread().name, Path(os.readlink(f"/proc/self/fd/{fd}"))))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    return synced
 
 
 def crash(log: PartitionLog) -> None:

@@ -4,6 +4,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -356,7 +357,8 @@ def test_deleted_files_go_between_retention_checks(dirs: list[Path], managers: l
     manager = start(managers, dirs, schedule=schedule)
     expiring = expiring_log(manager, 0, file_delete_delay_ms=60_000)
     idle = manager.create("t", 1, None, LogConfig(), T0)
-    manager.maintain(T0)  # the first tick
+    manager.wait_for_syncs()  # the new logs' files are synced on the scheduler's thread
+    manager.maintain(T0)  # the first tick (settles those syncs)
     assert manager.maintain(T0 + 2_000) == {}  # expired, but retention is not due
     (deleted,) = manager.maintain(T0 + 300_000).values()
     assert deleted.deleted_segments == [(0, "retention_ms")] and deleted.removed_files == []
@@ -534,3 +536,18 @@ def test_a_log_opened_as_a_replica_starts_from_the_checkpoint(dirs: list[Path]) 
     no_entry = PartitionLog.open(directory, LogConfig(), T0, hw_follows_log_end=False)
     assert (no_entry.high_watermark, no_entry.checkpointed_high_watermark) == (5, None)
     no_entry.close()
+
+
+def test_a_new_partition_is_made_durable_off_the_callers_thread(
+    dirs: list[Path], managers: list[LogManager], fsyncs: list[tuple[str, Path]]
+) -> None:
+    """Kafka flushes a new log's partition.metadata on its scheduler; nothing of the creation waits on the disk."""
+    manager = start(managers, dirs)
+    fsyncs.clear()
+    manager.create("orders", 0, TOPIC_ID, LogConfig(), T0)
+    here = threading.current_thread().name
+    assert [path for thread, path in fsyncs if thread == here] == []
+    manager.wait_for_syncs()
+    partition_dir = dirs[0].absolute() / "orders-0"
+    synced = {path for _, path in fsyncs}
+    assert {partition_dir / "partition.metadata", partition_dir, dirs[0].absolute()} <= synced

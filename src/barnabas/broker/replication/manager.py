@@ -378,11 +378,13 @@ def _start_epoch(partition_log: PartitionLog, leader_epoch: int) -> None:
     """Record that ``leader_epoch`` starts at the log end, unless the log knows it already.
 
     Appends of the previous epoch still being written land first: the new epoch starts after them.
+    The checkpoint is synced before the log's recovery point passes it, not here: a restart or a
+    creation leads thousands of partitions at once, and two fsyncs each held the event loop.
     """
     partition_log.wait_for_appends()
     latest = partition_log.latest_epoch
     if latest is None or leader_epoch > latest:
-        partition_log.leader_epoch_cache.assign(leader_epoch, partition_log.log_end_offset)
+        partition_log.leader_epoch_cache.assign(leader_epoch, partition_log.log_end_offset, sync=False)
 
 
 def _stop_hw_following_log_end(partition_log: PartitionLog) -> None:
