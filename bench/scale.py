@@ -20,6 +20,13 @@ the same settings), measured from outside as a client and an operator see them:
    controller failover time (SIGKILL the controller; until another broker answers as controller and
    every partition the victim did not hold is still led). barnabas only.
 
+Part 1 runs on a fresh ext4 filesystem per system (an image file on a loop device, with a journal
+when the filesystem under ``--work-dir`` has one) when this runs as root with ``mkfs.ext4``: creating
+tens of thousands of files on ext4 costs several times more in the minutes after as many were deleted
+(the allocator skips recently freed inodes one by one), so on a shared filesystem each system's figure
+depended on what ran before it (the same build created 10,000 partitions in 20 s and in 69 s).
+``--shared-fs`` turns it off.
+
 Parts 1-3 run on every system of ``--systems`` (barnabas,kafka); the report puts them side by side
 with barnabas ÷ Kafka. Writes ``bench/results/scale.json`` and ``scale.md``; a run of some parts
 (``--only``) keeps the other parts of the report already there, each section saying when it ran
@@ -32,6 +39,7 @@ with barnabas ÷ Kafka. Writes ``bench/results/scale.json`` and ``scale.md``; a 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -40,10 +48,11 @@ import shutil
 import socket
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +118,40 @@ def single_broker(system: str, directory: Path) -> Broker | KafkaBroker:
     if system == "kafka":
         return KafkaBroker(directory)
     return Broker(directory / "broker", 0, properties=BROKER_SETTINGS, start_timeout_s=900)
+
+
+#: Size of each fresh filesystem's image (sparse: only what the brokers write takes disk space).
+FRESH_FS_BYTES = 16 << 30
+
+
+def has_journal(directory: Path) -> bool:
+    """Whether the ext4 filesystem holding ``directory`` journals (jbd2 lists each journaled device)."""
+    source = subprocess.run(
+        ["findmnt", "-n", "-o", "SOURCE", "--target", str(directory)], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    jbd2 = Path("/proc/fs/jbd2")
+    return jbd2.is_dir() and any(entry.name.startswith(Path(source).name + "-") for entry in jbd2.iterdir())
+
+
+@contextlib.contextmanager
+def fresh_filesystem(directory: Path, wanted: bool) -> Iterator[tuple[Path, str]]:
+    """``directory`` on a fresh ext4 image mounted there (root and mkfs.ext4), else as it is; and which."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if not wanted or os.geteuid() != 0 or shutil.which("mkfs.ext4") is None:
+        yield directory, "shared"
+        return
+    journal = has_journal(directory.parent)
+    image = directory.with_name(directory.name + ".img")
+    with image.open("wb") as sparse:
+        sparse.truncate(FRESH_FS_BYTES)
+    features = [] if journal else ["-O", "^has_journal"]
+    subprocess.run(["mkfs.ext4", "-q", "-F", *features, str(image)], check=True)
+    subprocess.run(["mount", "-o", "loop", str(image), str(directory)], check=True)
+    try:
+        yield directory, "fresh ext4" + ("" if journal else " without a journal, as the host's")
+    finally:
+        subprocess.run(["umount", str(directory)], check=False)
+        image.unlink(missing_ok=True)
 
 
 def allow_open_files(wanted: int = OPEN_FILES) -> int:
@@ -438,6 +481,9 @@ def main() -> int:
     )
     parser.add_argument("--output", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--work-dir", type=Path, default=None, help="keep the brokers' dirs and logs here")
+    parser.add_argument(
+        "--shared-fs", action="store_true", help="part 1 on the work dir's filesystem, not a fresh one per system"
+    )
     args = parser.parse_args()
     parts = {p.strip() for p in args.only.split(",")}
     systems = [s.strip() for s in args.systems.split(",")]
@@ -451,9 +497,9 @@ def main() -> int:
         for system in systems:
             found = results[system]
             if "partitions" in parts:
-                found["partitions"] = one_broker_partitions(
-                    single_broker(system, base / system / "partitions"), args.partitions
-                )
+                with fresh_filesystem(base / system / "partitions", not args.shared_fs) as (directory, fs):
+                    found["partitions"] = one_broker_partitions(single_broker(system, directory), args.partitions)
+                found["partitions"]["filesystem"] = fs
                 print(system, "partitions", found["partitions"], flush=True)
             if "connections" in parts:
                 found["connections"] = one_broker_connections(
