@@ -111,25 +111,30 @@ class LeaderEpochCache:
             return requested_epoch, self._entries[higher].start_offset
         return self._entries[floor].epoch, self._entries[higher].start_offset
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Remove entries starting at or after ``end_offset`` (the log was cut there)."""
+    def truncate_from_end(self, end_offset: int, *, sync: bool = True) -> None:
+        """Remove entries starting at or after ``end_offset`` (the log was cut there).
+
+        ``sync`` False: as Kafka's LogLoader (truncateFromEndAsyncFlush), a load that derives the cut
+        from the log itself need not wait for it; lost in a crash, the next load cuts again.
+        """
         if end_offset < 0 or not self._entries or self._entries[-1].start_offset < end_offset:
             return
         keep = bisect_left([e.start_offset for e in self._entries], end_offset)
         del self._entries[keep:]
-        self.flush()
+        self.flush(sync=sync)
 
-    def truncate_from_start(self, start_offset: int) -> None:
+    def truncate_from_start(self, start_offset: int, *, sync: bool = True) -> None:
         """Drop entries wholly below ``start_offset``; the newest of them then starts at it.
 
         Exclusive as in Kafka: ``truncate_from_start(6)`` keeps an entry that starts at 6.
+        ``sync`` as for :meth:`truncate_from_end`.
         """
         removed = [e for e in self._entries if e.start_offset <= start_offset]
         if not removed or (len(removed) == 1 and removed[0].start_offset == start_offset):
             return
         del self._entries[: len(removed)]
         self._entries.insert(0, EpochEntry(removed[-1].epoch, start_offset))
-        self.flush()
+        self.flush(sync=sync)
 
     def clear(self) -> None:
         """Forget every entry (before a rebuild from the log)."""

@@ -285,3 +285,43 @@ def test_a_clean_shutdown_with_a_bad_batch_at_the_last_index_entry_recovers_the_
     assert (active.max_timestamp, active.offset_of_max_timestamp) == (T0 + 10 * (cut // 2 - 1), cut - 1)
     assert offsets(reopened.read(0, 1 << 20).records) == list(range(cut))
     assert reopened.append_as_leader(make_batch(2), 0, T0).base_offset == cut
+
+
+def test_a_clean_reload_that_changes_nothing_syncs_nothing(
+    open_log: OpenLog, log_dir: Path, config: LogConfig, fsyncs: list[tuple[str, Path]]
+) -> None:
+    """A clean restart of 10,000 partitions fsynced 10,000 dirs it had not changed."""
+    log = open_log(config)
+    fill(log, 2)
+    log.close()
+    fsyncs.clear()
+    reopened = open_log(config, recovery_point=log.log_end_offset, clean_shutdown=True)
+    assert reopened.log_end_offset == 4
+    assert fsyncs == []
+
+
+def test_a_reload_that_removes_files_syncs_the_dir(
+    open_log: OpenLog, log_dir: Path, config: LogConfig, fsyncs: list[tuple[str, Path]]
+) -> None:
+    log = open_log(config)
+    fill(log, 2)
+    log.close()
+    (log_dir / "00000000000000000099.log.deleted").write_bytes(b"x")
+    fsyncs.clear()
+    open_log(config, recovery_point=log.log_end_offset, clean_shutdown=True)
+    assert log_dir in [path for _, path in fsyncs]
+
+
+def test_an_empty_log_reloaded_cuts_its_epoch_entry_without_waiting_for_the_disk(
+    open_log: OpenLog, log_dir: Path, config: LogConfig, fsyncs: list[tuple[str, Path]]
+) -> None:
+    """Its entry at offset 0 starts at the log end: the load cuts it (as Kafka's, asynchronously flushed)."""
+    log = open_log(config)
+    log.leader_epoch_cache.assign(3, 0)
+    log.close()
+    fsyncs.clear()
+    reopened = open_log(config, recovery_point=0, clean_shutdown=True)
+    assert reopened.leader_epoch_cache.entries == []
+    assert fsyncs == []
+    reopened.flush()  # before the recovery point moves, the cut is made durable
+    assert [p for _, p in fsyncs if p.name.startswith("leader-epoch-checkpoint")]
