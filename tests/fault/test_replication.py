@@ -155,4 +155,3 @@ def test_no_acknowledged_message_is_lost_through_broker_failures(
             stacklevel=1,
         )
     assert result.acked_count > 200 + 100 * len(done)
-    assert result.acked_count > 200 + 100 * len(done)

@@ -19,7 +19,15 @@ from rich.console import Console
 from rich.table import Table
 
 from . import offset_delete
-from ._client import action_parser, add_connection, connect_admin, kafka_error, non_negative_int
+from ._client import (
+    action_parser,
+    add_connection,
+    client_config,
+    connect_admin,
+    kafka_error,
+    make_client,
+    non_negative_int,
+)
 from .errors import CliError
 
 TopicPartition = tuple[str, int]
@@ -91,24 +99,37 @@ def _list(admin: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _described(admin: Any, group: str, timeout: float) -> Any:
+def _described(admin: Any, args: argparse.Namespace, group: str) -> Any:
     """The group's description.
 
     Raises:
         CliError: no such group (Dead, with no members and no committed offsets).
     """
-    described = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result(timeout)
-    if _state_name(described.state) == "Dead" and not described.members and not _committed(admin, group, timeout):
+    described = admin.describe_consumer_groups([group], request_timeout=args.timeout)[group].result(args.timeout)
+    if _state_name(described.state) == "Dead" and not described.members and not _committed(args, group):
         raise CliError(f"consumer group {group} does not exist")
     return described
 
 
-def _committed(admin: Any, group: str, timeout: float) -> dict[TopicPartition, int]:
-    from confluent_kafka import ConsumerGroupTopicPartitions
+def _committed(args: argparse.Namespace, group: str) -> dict[TopicPartition, int]:
+    """The group's committed offsets, of every topic the cluster has.
 
-    request = [ConsumerGroupTopicPartitions(group)]
-    result = admin.list_consumer_group_offsets(request, request_timeout=timeout)[group].result(timeout)
-    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or [] if tp.offset >= 0}
+    Asked by a consumer of the group that never joins it, not by the AdminClient: librdkafka's
+    ListConsumerGroupOffsets crashes the process (SIGSEGV, librdkafka issue 5040, open in 2.16)
+    when the answer is NOT_COORDINATOR, as it is while the group's coordinator moves; a consumer
+    asks for the new coordinator and tries again.
+    """
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    consumer = make_client(Consumer, client_config(args, **{"group.id": group, "enable.auto.commit": False}))
+    try:
+        topics = consumer.list_topics(timeout=args.timeout).topics
+        wanted = [KafkaTopicPartition(t, p) for t, found in sorted(topics.items()) for p in sorted(found.partitions)]
+        committed = consumer.committed(wanted, timeout=args.timeout) if wanted else []
+    finally:
+        consumer.close()
+    return {(tp.topic, tp.partition): tp.offset for tp in committed if tp.offset >= 0}
 
 
 def _offsets(admin: Any, partitions: Iterable[TopicPartition], spec: Any, timeout: float) -> dict[TopicPartition, int]:
@@ -129,7 +150,7 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
     groups = _group_ids(admin, args.timeout) if args.all_groups else [args.group]
     reports = []
     for group in groups:
-        described = _described(admin, group, args.timeout)
+        described = _described(admin, args, group)
         report: dict[str, Any] = {
             "group": group, "state": _state_name(described.state), "coordinator": described.coordinator.id,
             "assignor": described.partition_assignor or None,
@@ -145,7 +166,7 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
             })  # fmt: skip
         report["members"] = members
         if not args.members:
-            committed = _committed(admin, group, args.timeout)
+            committed = _committed(args, group)
             partitions = sorted({*committed, *owners})
             ends = _offsets(admin, partitions, OffsetSpec.latest(), args.timeout)  # type: ignore[no-untyped-call]
             report["partitions"] = [
@@ -195,13 +216,13 @@ def _shown(value: int | None) -> str:
 def _reset_offsets(admin: Any, args: argparse.Namespace) -> int:
     from confluent_kafka.admin import OffsetSpec
 
-    described = _group_or_new(admin, args.group, args.timeout)
+    described = _group_or_new(admin, args, args.group)
     state = _state_name(described.state) if described is not None else "Empty"
     if args.execute and state not in ("Empty", "Dead"):
         raise CliError(
             f"Assignments can only be reset if the group '{args.group}' is inactive, but the current state is {state}."
         )
-    committed = _committed(admin, args.group, args.timeout)
+    committed = _committed(args, args.group)
     partitions = _reset_scope(admin, args, committed)
     earliest = _offsets(admin, partitions, OffsetSpec.earliest(), args.timeout)  # type: ignore[no-untyped-call]
     latest = _offsets(admin, partitions, OffsetSpec.latest(), args.timeout)  # type: ignore[no-untyped-call]
@@ -219,10 +240,10 @@ def _reset_offsets(admin: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _group_or_new(admin: Any, group: str, timeout: float) -> Any:
+def _group_or_new(admin: Any, args: argparse.Namespace, group: str) -> Any:
     """The group's description, or None for a group never seen (its offsets may be set before it runs)."""
     try:
-        return _described(admin, group, timeout)
+        return _described(admin, args, group)
     except CliError:
         return None
 
@@ -308,7 +329,7 @@ def _commit(admin: Any, args: argparse.Namespace, plan: dict[TopicPartition, int
 
 
 def _delete(admin: Any, args: argparse.Namespace) -> int:
-    _described(admin, args.group, args.timeout)
+    _described(admin, args, args.group)
     admin.delete_consumer_groups([args.group], request_timeout=args.timeout)[args.group].result(args.timeout)
     print(f"deleted group {args.group}")
     return 0

@@ -34,16 +34,7 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Mapping
 
-from confluent_kafka import (
-    Consumer,
-    ConsumerGroupTopicPartitions,
-    KafkaError,
-    KafkaException,
-    Message,
-    Producer,
-    TopicPartition,
-)
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from .checker import WorkloadResult
 
@@ -184,7 +175,7 @@ class Workload:
         result = self._collect()
         try:
             result.group_offsets = self.group_offsets(timeout_s=min(timeout_s, 60.0))
-        except (KafkaException, TimeoutError) as exc:
+        except KafkaException as exc:
             result.group_offsets_error = str(exc)
         self._finished = True
         return result
@@ -192,26 +183,30 @@ class Workload:
     def group_offsets(self, timeout_s: float = 60.0) -> dict[int, int]:
         """The consumer group's committed offset per partition (partitions without one left out).
 
+        Read by a consumer of the group that never joins it (OffsetFetch through its own group
+        handle), not by the AdminClient: librdkafka's ListConsumerGroupOffsets crashes the
+        process (SIGSEGV in rd_kafka_cgrp_op, librdkafka issue 5040, open in 2.16) when the
+        answer is NOT_COORDINATOR, as it is while the group's coordinator moves; a consumer asks
+        for the new coordinator and tries again.
+
         Raises:
-            KafkaException: the group coordinator did not answer (it is asked again until ``timeout_s``).
-            TimeoutError: no answer within ``timeout_s``.
+            KafkaException: no answer within ``timeout_s`` (the coordinator is asked again until then).
         """
-        admin = AdminClient({"bootstrap.servers": self._bootstrap, **self._client})
+        consumer = Consumer({"bootstrap.servers": self._bootstrap, "group.id": self.group, **self._client})
         wanted = [TopicPartition(self.topic, p) for p in range(self.partitions)]
         deadline = time.monotonic() + timeout_s
-        while True:
-            remaining = max(deadline - time.monotonic(), 0.1)
-            try:
-                futures = admin.list_consumer_group_offsets(
-                    [ConsumerGroupTopicPartitions(self.group, wanted)], request_timeout=remaining
-                )
-                listed = futures[self.group].result(remaining)
-                break
-            except KafkaException:  # the coordinator moving or loading: ask again while there is time
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.2)
-        return {tp.partition: tp.offset for tp in listed.topic_partitions or [] if tp.offset >= 0}
+        try:
+            while True:
+                try:
+                    committed = consumer.committed(wanted, timeout=max(deadline - time.monotonic(), 0.1))
+                    break
+                except KafkaException:  # the coordinator moving or loading: ask again while there is time
+                    if time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.2)
+        finally:
+            consumer.close()
+        return {tp.partition: tp.offset for tp in committed if tp.offset >= 0}
 
     def read_back(self, bootstrap: str, timeout_s: float = 60.0) -> dict[int, list[tuple[int, int]]]:
         """Everything in the topic, read by a fresh consumer from offset 0 to each partition's end.
