@@ -8,6 +8,11 @@ the broker. :func:`freeze_survivors` collects everything once and then moves the
 CPython's permanent generation (``gc.freeze``), which automatic collections skip; refcounting
 still frees them as ever. Cycles among frozen objects that become garbage later wait for the next
 round, ``interval_s`` on, which unfreezes, collects and freezes again.
+
+Objects made later (partitions created on a running broker) would be walked by every full
+collection until that round: 233-339 ms every ~20 s after 10,000 partitions were created. So the
+survivors of every automatic full collection are frozen as soon as it ends; each such collection
+walks only what was made since the one before.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import asyncio
 import gc
 import logging
 import time
+from typing import Any
 
 __all__ = ["FREEZE_INTERVAL_S", "freeze_once", "freeze_survivors"]
 
@@ -23,6 +29,9 @@ log = logging.getLogger(__name__)
 
 #: How often cyclic garbage among frozen objects is looked for (a full collection each time).
 FREEZE_INTERVAL_S = 600.0
+
+#: CPython's oldest generation: a collection of it is a full collection.
+_OLDEST = 2
 
 
 def freeze_once() -> float:
@@ -34,9 +43,22 @@ def freeze_once() -> float:
     return time.perf_counter() - began
 
 
+def _freeze_after_full_collection(phase: str, info: dict[str, Any]) -> None:
+    """A ``gc.callbacks`` entry: once a full collection has ended, every object left has survived it."""
+    if phase == "stop" and info["generation"] == _OLDEST:
+        gc.freeze()
+
+
 async def freeze_survivors(interval_s: float = FREEZE_INTERVAL_S) -> None:
-    """Freeze the survivors of a full collection now and every ``interval_s`` (run as a task; never returns)."""
-    while True:
-        took = freeze_once()
-        log.debug("froze %d objects out of automatic collections in %.0f ms", gc.get_freeze_count(), took * 1000)
-        await asyncio.sleep(interval_s)
+    """Freeze the survivors of a full collection now, after every full collection, and every ``interval_s``.
+
+    Run as a task; it never returns, and its cancellation stops the freezing after full collections.
+    """
+    gc.callbacks.append(_freeze_after_full_collection)
+    try:
+        while True:
+            took = freeze_once()
+            log.debug("froze %d objects out of automatic collections in %.0f ms", gc.get_freeze_count(), took * 1000)
+            await asyncio.sleep(interval_s)
+    finally:
+        gc.callbacks.remove(_freeze_after_full_collection)
