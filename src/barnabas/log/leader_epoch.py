@@ -40,8 +40,9 @@ class LeaderEpochCache:
         self._entries: list[EpochEntry] = []
         for entry in entries or []:
             self._assign(entry)
-        #: The file holds a write that is not durable yet (:meth:`assign` with ``sync`` False).
-        self._unsynced = False
+        #: The lowest start offset of an entry written but not yet durable (:meth:`assign` with ``sync``
+        #: False), or None: the file must be synced before the log's recovery point passes it.
+        self._unsynced_from: int | None = None
 
     @classmethod
     def load(cls, directory: Path) -> LeaderEpochCache:
@@ -86,6 +87,9 @@ class LeaderEpochCache:
         changed = self._assign(EpochEntry(epoch, start_offset))
         if changed:
             self.flush(sync=sync)
+            if not sync:
+                pending = self._unsynced_from
+                self._unsynced_from = start_offset if pending is None else min(pending, start_offset)
         return changed
 
     def epoch_for_offset(self, offset: int) -> int | None:
@@ -147,21 +151,27 @@ class LeaderEpochCache:
     def flush(self, *, sync: bool = True) -> None:
         """Write the checkpoint, durably unless ``sync`` is False."""
         self._checkpoint.write(self._entries, sync=sync)
-        self._unsynced = not sync
+        if sync:
+            self._unsynced_from = None
 
     @property
     def unsynced(self) -> bool:
-        """The checkpoint file holds a write that is not durable yet."""
-        return self._unsynced
+        """The checkpoint file holds an entry that is not durable yet."""
+        return self._unsynced_from is not None
 
-    def sync(self) -> None:
-        """Make the checkpoint durable if a write of it is not."""
-        if self._unsynced:
+    def sync_below(self, recovery_point: int) -> None:
+        """Make the checkpoint durable before the recovery point moves to ``recovery_point``, if it must.
+
+        Only an entry starting below it must be: an entry at or above it has no record at or below
+        the recovery point (an empty log led is an entry at offset 0 with the recovery point at 0), and
+        recovery assigns the epochs of the records above it again.
+        """
+        if self._unsynced_from is not None and self._unsynced_from < recovery_point:
             self.flush()
 
     def handed_to_sync(self) -> None:
         """A background job now syncs the file (a rolled segment's sync, :meth:`PartitionLog.roll`)."""
-        self._unsynced = False
+        self._unsynced_from = None
 
     def _assign(self, entry: EpochEntry) -> bool:
         if entry.epoch < 0 or entry.start_offset < 0:

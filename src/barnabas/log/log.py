@@ -677,7 +677,7 @@ class PartitionLog:
         if self._created_unsynced:  # never given a scheduler
             self._created_unsynced = False
             self._created_files_sync().run()
-        self._epochs.sync()
+        self._epochs.sync_below(self._log_end_offset)
         for segment in self._local.segments[self._local.floor_index(self._recovery_point) :]:
             segment.flush()
         self._recovery_point = self._log_end_offset
@@ -994,7 +994,7 @@ class PartitionLog:
     # --- closing -----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Flush, write a producer snapshot at the log end and release every file (clean shutdown)."""
+        """Flush, make sure a producer snapshot covers the log end, and release every file (clean shutdown)."""
         if self._closed:
             return
         self._drain()
@@ -1004,7 +1004,7 @@ class PartitionLog:
         self.active_segment.on_become_inactive()
         self.flush()
         self._producers.update_map_end_offset(self._log_end_offset)
-        self._producers.take_snapshot()
+        self._producers.take_snapshot_if_new(self._log_start_offset)
         self._local.close()
         self._remove_due_files(1 << 63)
         self._closed = True

@@ -97,6 +97,8 @@ class LogSegment:
         self._end = size
         #: Bumped whenever readable bytes are cut off, so a FileSlice taken before can tell.
         self._generation = 0
+        #: Written or cut since its last fsync (set after each change: a flush that clears it first misses none).
+        self._unsynced = False
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         last = time_index.last_entry
@@ -258,8 +260,19 @@ class LogSegment:
         return self.last_modified_ms
 
     def flush(self) -> None:
-        """fsync the log and both indexes."""
-        os.fsync(self._require_fd())
+        """fsync the log and both indexes, each only if written since its last fsync.
+
+        A clean stop flushes every log's active segment: for 10,000 idle partitions, 10,000 fsyncs
+        that had nothing to write.
+        """
+        fd = self._require_fd()
+        if self._unsynced:
+            self._unsynced = False
+            try:
+                os.fsync(fd)
+            except BaseException:
+                self._unsynced = True
+                raise
         self.offset_index.flush()
         self.time_index.flush()
 
@@ -371,7 +384,10 @@ class LogSegment:
         position = self._size
         fd = self._require_fd()
         view = memoryview(batch)[: header.size]
-        _write_whole(fd, view, position)
+        try:
+            _write_whole(fd, view, position)
+        finally:
+            self._unsynced = True
         saved = self._index_stats()
         self._size = self._end = position + len(view)
         if position == 0:
@@ -382,6 +398,7 @@ class LogSegment:
             # An index write failed: take the batch back out so the log never holds data
             # beyond the offsets its owner handed out.
             os.ftruncate(fd, position)
+            self._unsynced = True
             self._size = self._end = position
             self._undo_index(header.base_offset, saved)
             raise
@@ -409,7 +426,10 @@ class LogSegment:
         Raises:
             OSError: the write failed; the file is cut back to ``position``.
         """
-        _write_whole(self._require_fd(), memoryview(batch), position)
+        try:
+            _write_whole(self._require_fd(), memoryview(batch), position)
+        finally:
+            self._unsynced = True
 
     def complete_reserved(self, position: int, header: RecordBatchHeader) -> None:
         """Make a written reservation readable and index it (the owner's thread, in reservation order)."""
@@ -453,6 +473,7 @@ class LogSegment:
         """
         if self._end != self._size and self._fd is not None:
             os.ftruncate(self._fd, self._size)
+            self._unsynced = True
             self._generation += 1
         self._end = self._size
 
@@ -583,6 +604,7 @@ class LogSegment:
         fd = self._require_fd()
         file_size = os.fstat(fd).st_size
         self._generation += 1
+        self._unsynced = True  # what a crashed process wrote may be in the page cache only
         self.offset_index.reset()
         self.time_index.reset()
         self._max_timestamp = NO_TIMESTAMP
@@ -684,6 +706,7 @@ class LogSegment:
     def _cut_invalid_tail(self, fd: int, valid: int, file_size: int) -> None:
         if valid < file_size:
             os.ftruncate(fd, valid)
+            self._unsynced = True
             logger.warning("segment %s: truncated %d invalid bytes during recovery", self._path, file_size - valid)
         self._size = self._end = valid
 
@@ -699,6 +722,7 @@ class LogSegment:
             return 0
         removed = self._size - found.position
         os.ftruncate(self._require_fd(), found.position)
+        self._unsynced = True
         self._size = self._end = found.position
         self._generation += 1
         self._bytes_since_last_index_entry = 0

@@ -49,6 +49,20 @@ def test_a_flush_syncs_a_deferred_epoch_before_moving_the_recovery_point(
     assert checkpoint_syncs(fsyncs, log_dir) == [], "synced once is enough"
 
 
+def test_a_flush_leaves_a_deferred_epoch_with_no_record_below_the_recovery_point_unsynced(
+    open_log: OpenLog, log_dir: Path, fsyncs: list[tuple[str, Path]]
+) -> None:
+    """An empty log led and then closed (10,000 of them at a clean stop): the epoch starts at the end."""
+    log = open_log()
+    log.append_as_leader(make_batch(2), 0, T0)
+    log.flush()
+    log.leader_epoch_cache.assign(3, 2, sync=False)
+    fsyncs.clear()
+    log.close()
+    assert checkpoint_syncs(fsyncs, log_dir) == [], "no record of epoch 3 is at or below the recovery point"
+    assert LeaderEpochCache.load(log_dir).entries == [EpochEntry(0, 0), EpochEntry(3, 2)]
+
+
 def test_a_roll_syncs_a_deferred_epoch_with_the_rolled_segment(
     open_log: OpenLog, log_dir: Path, fsyncs: list[tuple[str, Path]]
 ) -> None:

@@ -200,3 +200,35 @@ def test_snapshots_outside_the_log_are_deleted(tmp_path: Path) -> None:
         manager.take_snapshot()
     assert manager.truncate_and_reload(log_start_offset=8, log_end_offset=15, now_ms=T0) == 10
     assert manager.snapshot_offsets() == [10]
+
+
+def test_closing_an_empty_log_writes_no_snapshot(open_log: OpenLog, log_dir: Path) -> None:
+    open_log().close()
+    assert list(log_dir.glob("*.snapshot")) == [], "an empty state over an empty log: a load replays nothing"
+    reopened = open_log()
+    assert reopened.producer_state.producers == {}
+    assert send(reopened, 0, 0) == (0, 1)
+
+
+def test_closing_writes_no_snapshot_over_one_already_at_the_log_end(open_log: OpenLog, log_dir: Path) -> None:
+    config = LogConfig(segment_bytes=2 * len(idempotent_batch(PID, 0, 0, 2)))
+    log = open_log(config)
+    originals = [send(log, 0, seq) for seq in range(0, 8, 2)]
+    log.roll(T0)  # a snapshot at the log end, 8
+    snapshot = log_dir / "00000000000000000008.snapshot"
+    written = snapshot.stat().st_mtime_ns
+    log.close()
+    assert snapshot.stat().st_mtime_ns == written, "the snapshot at the log end was written again"
+    reopened = open_log(config)
+    assert send(reopened, 0, 6) == originals[3]  # a retry of the last batch is still known
+    assert send(reopened, 0, 8) == (8, 9)
+
+
+def test_closing_a_log_whose_producers_left_after_its_data_snapshots_the_empty_state(
+    open_log: OpenLog, log_dir: Path
+) -> None:
+    log = open_log(LogConfig(producer_id_expiration_ms=1000))
+    send(log, 0, 0, now=T0)
+    log.maintain(T0 + 1000)  # expired: the state is empty, the log is not
+    log.close()
+    assert (log_dir / "00000000000000000002.snapshot").exists(), "without it a load replays the whole log"

@@ -243,3 +243,36 @@ def test_reopen_loads_indexes_and_max_timestamp(tmp_path: Path) -> None:
     assert reopened.offset_of_max_timestamp == 1
     found = reopened.translate_offset(2)
     assert found is not None and found.header.base_offset == 2
+
+
+def synced_files(fsyncs: list[tuple[str, Path]]) -> list[str]:
+    return sorted(path.name for _, path in fsyncs)
+
+
+def test_a_flush_syncs_only_the_files_written_since_the_last_one(
+    tmp_path: Path, fsyncs: list[tuple[str, Path]]
+) -> None:
+    segment = create(tmp_path, interval=0)
+    segment.flush()
+    fsyncs.clear()
+    segment.flush()
+    assert synced_files(fsyncs) == [], "nothing was written since the last flush"
+    append(segment, 0)
+    segment.flush()
+    assert "00000000000000000000.log" in synced_files(fsyncs)
+    fsyncs.clear()
+    segment.truncate_to(0)
+    segment.flush()
+    assert "00000000000000000000.log" in synced_files(fsyncs), "a cut is a change to make durable too"
+
+
+def test_a_recovered_segment_is_synced_at_its_next_flush(tmp_path: Path, fsyncs: list[tuple[str, Path]]) -> None:
+    """What a crashed process wrote may never have left the page cache."""
+    segment = create(tmp_path)
+    append(segment, 0)
+    segment.close()
+    reopened = LogSegment.open(tmp_path, 0, index_interval_bytes=4096, max_index_bytes=1 << 20, now_ms=NOW)
+    reopened.recover()
+    fsyncs.clear()
+    reopened.flush()
+    assert "00000000000000000000.log" in synced_files(fsyncs)
