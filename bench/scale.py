@@ -8,8 +8,8 @@ the same settings), measured from outside as a client and an operator see them:
 1. Partitions on one broker (``--partitions``, 10,000 by default, as topics of 100 partitions,
    replication factor 1): the time to create them, and until every one is led; a Metadata request
    for every topic (median of 5, confluent-kafka's ``list_topics``) right then and 30 s later, the
-   broker's RSS, and the time from start to every partition led again after a clean stop (SIGTERM)
-   and after a crash (SIGKILL).
+   broker's RSS, the clean stop itself (SIGTERM until the process has exited), and the time from
+   start to every partition led again after that clean stop and after a crash (SIGKILL).
 2. Connections on one broker (``--connections``, 10,000): the time to open that many client
    connections, each sending ApiVersions and reading the answer; the broker's RSS with them open;
    a Metadata request of another client meanwhile.
@@ -46,6 +46,7 @@ import os
 import resource
 import selectors
 import shutil
+import signal
 import socket
 import statistics
 import struct
@@ -109,8 +110,11 @@ class KafkaBroker:
             self.cluster.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self) -> int:
+        """Stop it (SIGKILL after 30 s); its exit code."""
         self.cluster.stop()
+        proc = self.cluster.nodes[0].proc
+        return 0 if proc is None else proc.wait()
 
     def kill(self) -> None:
         self.cluster.kill()
@@ -120,7 +124,9 @@ def single_broker(system: str, directory: Path) -> Broker | KafkaBroker:
     """One broker of ``system`` with its data under ``directory``, not started yet."""
     if system == "kafka":
         return KafkaBroker(directory)
-    return Broker(directory / "broker", 0, properties=BROKER_SETTINGS, start_timeout_s=900)
+    broker = Broker(directory / "broker", 0, properties=BROKER_SETTINGS, start_timeout_s=900)
+    broker.process.stop_timeout_s = 300  # the clean stop is measured: it must not be cut short
+    return broker
 
 
 #: Size of each fresh filesystem's image (sparse: only what the brokers write takes disk space).
@@ -232,6 +238,13 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> No
         time.sleep(0.2)
 
 
+def stopped_cleanly(broker: Broker | KafkaBroker) -> None:
+    """SIGTERM and wait for the exit; a broker that had to be killed did not stop cleanly."""
+    code = broker.stop()
+    if code == -signal.SIGKILL:
+        raise RuntimeError(f"the {type(broker).__name__} did not stop within its stop timeout and was killed")
+
+
 def one_broker_partitions(broker: Broker | KafkaBroker, partitions: int) -> dict[str, Any]:
     broker.start()
     try:
@@ -244,8 +257,10 @@ def one_broker_partitions(broker: Broker | KafkaBroker, partitions: int) -> dict
         time.sleep(METADATA_SETTLE_S)  # what the measure is: the same request once the broker has settled
         result["metadata_settled_s"] = metadata_seconds(broker.bootstrap)
         result["rss_mb"] = rss_mb(broker.pid)
-        for kind, stop in (("clean", broker.stop), ("unclean", broker.kill)):
-            stop()
+        result["clean_stop_s"] = timed(lambda: stopped_cleanly(broker))
+        for kind in ("clean", "unclean"):
+            if kind == "unclean":
+                broker.kill()
             began = time.monotonic()
             broker.start()
             result[f"{kind}_restart_ready_s"] = round(time.monotonic() - began, 2)
@@ -422,6 +437,7 @@ COMPARED = (
     ("idle RSS", "connections", "rss_idle_mb", "MB", 1),
     ("{partitions} partitions created and all led", "partitions", "created_and_led_s", "s", 1),
     ("RSS with {partitions} partitions", "partitions", "rss_mb", "MB", 1),
+    ("clean stop (SIGTERM) with {partitions} partitions", "partitions", "clean_stop_s", "s", 1),
     ("all led after a clean restart ({partitions} partitions)", "partitions", "clean_restart_all_led_s", "s", 1),
     ("all led after kill -9 ({partitions} partitions)", "partitions", "unclean_restart_all_led_s", "s", 1),
     ("Metadata for {partitions} partitions", "partitions", "metadata_s", "ms", 1000),
