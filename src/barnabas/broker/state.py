@@ -107,10 +107,10 @@ class NodeState:
     #: Called after this broker changed topics or partition states itself (an admin request), so the
     #: replica manager takes the change up now rather than when the watch reports it.
     changed_here: list[Callable[[Collection[str] | None], None]] = field(default_factory=list)
-    #: Derived answers (the Metadata handler's per-topic sections), and the (topics, brokers)
-    #: generations they were built from; see :meth:`derived`.
+    #: Derived answers (the Metadata handler's per-topic sections), and the brokers generation they
+    #: were built from; see :meth:`derived`.
     _derived: dict[Any, Any] = field(default_factory=dict, init=False, repr=False)
-    _derived_from: tuple[int, int] = field(default=(-1, -1), init=False, repr=False)
+    _derived_from: int = field(default=-1, init=False, repr=False)
 
     def __post_init__(self) -> None:
         config = self.config
@@ -125,14 +125,18 @@ class NodeState:
         self.cordons = CordonStore(self.storage)
 
     def derived(self) -> dict[Any, Any]:
-        """A cache for answers derived from topics, partition states and live brokers only.
+        """A cache for answers derived from one topic's metadata (its document and partition states)
+        and the live brokers only.
 
-        It is emptied whenever one of those changes (their generations move), so what a handler
-        finds in it was built from the metadata it would read now.
+        It is emptied whenever the live brokers change; an entry stays good while its topic's
+        ``topics.topic_generation`` is the one it was built at, so the handler keeps that beside
+        it (a change to one topic, of which thousands may come while partitions are created or
+        led, leaves the other topics' answers as they are). Entries of topics that are gone are
+        dropped with the rest once it holds several times as many entries as there are topics.
         """
-        generations = (self.topics.generation, self.brokers.generation)
-        if self._derived_from != generations:
-            self._derived_from = generations
+        generation = self.brokers.generation
+        if self._derived_from != generation or len(self._derived) > 8 * len(self.topics.topics) + 64:
+            self._derived_from = generation
             self._derived = {}
         return self._derived
 

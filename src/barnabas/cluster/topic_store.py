@@ -110,17 +110,29 @@ class TopicStore:
         #: Bumped by every change to ``topics`` or ``states``: whatever was derived from an older
         #: generation (the Metadata handler's per-topic answers) is stale.
         self.generation = 0
+        #: Per topic name, bumped by every change to its document or one of its partition states, and
+        #: the number of whole loads: together they tell an answer derived from one topic is stale
+        #: (:meth:`topic_generation`) without every other topic's change making it so.
+        self._topic_generations: dict[str, int] = {}
+        self._loads_done = 0
         #: Per load in progress, what the cache learned while it ran (see ``load``).
         self._loads: list[_Learned] = []
 
     def _changed(self, name: str | None = None, tp: tuple[str, int] | None = None) -> None:
         """The cache changed: topic ``name``'s document (present or gone) or partition ``tp``'s state."""
         self.generation += 1
+        topic = name if name is not None else tp[0] if tp is not None else None
+        if topic is not None:
+            self._topic_generations[topic] = self._topic_generations.get(topic, 0) + 1
         for learned in self._loads:
             if name is not None:
                 learned.topics.add(name)
             if tp is not None:
                 learned.partitions.add(tp)
+
+    def topic_generation(self, name: str) -> tuple[int, int]:
+        """Moves whenever the cached document or a partition state of topic ``name`` changes (a load included)."""
+        return self._loads_done, self._topic_generations.get(name, 0)
 
     @property
     def unreadable_topics(self) -> set[str]:
@@ -235,6 +247,7 @@ class TopicStore:
             self._state_versions[tp] = cached_versions[tp]
         self.unreadable = {k: v for k, v in self.unreadable.items() if k in topics or k in states}
         self.generation += 1
+        self._loads_done += 1
 
     def _state_of(self, tp: tuple[str, int], versioned: Versioned) -> PartitionState | None:
         """The stored state if it belongs to the cached topic of that name (else an orphan, or unreadable: None)."""

@@ -66,19 +66,21 @@ class MetadataRequest:
 
 
 def topic_section(state: NodeNeeds, topic: Topic, version: int) -> bytes:
-    """A topic's encoded section, built once per version and change of the cluster metadata.
+    """A topic's encoded section, built once per version and change of that topic or the live brokers.
 
     Clients ask for Metadata often, and a topic may have thousands of partitions; the answer
-    only changes with topics, partition states and live brokers (``NodeState.derived``).
+    only changes with the topic's document and partition states and with the live brokers
+    (``NodeState.derived``). While 10,000 partitions are led, each change re-encodes its own topic.
     """
     cache = state.node.derived()
     listener = LISTENER_NAME.get()
     key = ("metadata", topic.name, version, listener)
+    built_at = state.node.topics.topic_generation(topic.name)
     cached = cache.get(key)
-    if cached is not None and cached[0] is topic:
-        return cast(bytes, cached[1])
+    if cached is not None and cached[0] is topic and cached[1] == built_at:
+        return cast(bytes, cached[2])
     encoded = encode_metadata_topic(version, _build_topic_metadata(state, topic, listener, version))
-    cache[key] = (topic, encoded)
+    cache[key] = (topic, built_at, encoded)
     return encoded
 
 
