@@ -257,10 +257,12 @@ def one_broker_partitions(broker: Broker | KafkaBroker, partitions: int) -> dict
         time.sleep(METADATA_SETTLE_S)  # what the measure is: the same request once the broker has settled
         result["metadata_settled_s"] = metadata_seconds(broker.bootstrap)
         result["rss_mb"] = rss_mb(broker.pid)
-        result["clean_stop_s"] = timed(lambda: stopped_cleanly(broker))
-        for kind in ("clean", "unclean"):
-            if kind == "unclean":
-                broker.kill()
+
+        def clean_stop() -> None:
+            result["clean_stop_s"] = timed(lambda: stopped_cleanly(broker))
+
+        for kind, stop in (("clean", clean_stop), ("unclean", broker.kill)):
+            stop()
             began = time.monotonic()
             broker.start()
             result[f"{kind}_restart_ready_s"] = round(time.monotonic() - began, 2)

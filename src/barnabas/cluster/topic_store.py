@@ -107,8 +107,7 @@ class TopicStore:
         self._state_versions: dict[tuple[str, int], int] = {}
         #: Keys whose stored value does not read -> the version that did not (see the module rules).
         self.unreadable: dict[str, int] = {}
-        #: Bumped by every change to ``topics`` or ``states``: whatever was derived from an older
-        #: generation (the Metadata handler's per-topic answers) is stale.
+        #: Bumped by every change to ``topics`` or ``states``: a load that overlapped one reads again.
         self.generation = 0
         #: Per topic name, bumped by every change to its document or one of its partition states, and
         #: the number of whole loads: together they tell an answer derived from one topic is stale
