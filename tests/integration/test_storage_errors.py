@@ -22,7 +22,7 @@ from tests.support.requests import (
     connect,
     create_topic,
     fetch,
-    latest_offset,
+    latest_offset_once_led,
     produce,
     produce_request,
     unique,
@@ -63,7 +63,7 @@ def test_a_failed_segment_write_answers_kafka_storage_error(tmp_path) -> None:  
         assert not [line for line in broker.output if "unexpected error" in line]
         broker.start()  # the disk "fixed": the file size limit leaves room for a small batch
         with connect(broker) as client:
-            assert latest_offset(client, topic) == written
+            assert latest_offset_once_led(client, topic) == written
             small = produce(client, topic, 0, batch(b"small"), acks=1)
             assert small.error_code == ErrorCode.none, small
             assert small.base_offset == written

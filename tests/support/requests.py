@@ -112,7 +112,22 @@ def list_offsets(client: RawKafkaClient, topic: str, partition: int, timestamp: 
 
 def latest_offset(client: RawKafkaClient, topic: str, partition: int = 0) -> int:
     response = list_offsets(client, topic, partition)
-    assert response.error_code == ErrorCode.none
+    assert response.error_code == ErrorCode.none, response
+    return int(response.offset)
+
+
+#: What a partition answers while its leader is being chosen (a restarted broker leads again only
+#: once the controller has made it leader, as in Kafka; clients retry these).
+NOT_LED_YET = {ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available, ErrorCode.unknown_topic_or_partition}
+
+
+def latest_offset_once_led(client: RawKafkaClient, topic: str, partition: int = 0, timeout_s: float = 30.0) -> int:
+    """The latest offset, asked again while the partition has no leader yet (after a restart)."""
+    deadline = time.monotonic() + timeout_s
+    while (response := list_offsets(client, topic, partition)).error_code in NOT_LED_YET:
+        assert time.monotonic() < deadline, f"{topic}-{partition} has no leader after {timeout_s} s: {response}"
+        time.sleep(0.05)
+    assert response.error_code == ErrorCode.none, response
     return int(response.offset)
 
 

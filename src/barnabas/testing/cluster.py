@@ -101,14 +101,17 @@ class BrokerCluster:
         return self.admin().list_topics(timeout=timeout_s)
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3, **config: str) -> None:
-        """Create a topic and wait until every partition has a leader and a full ISR."""
+        """Create a topic and wait until every live broker lists each partition led, with a full ISR."""
         from confluent_kafka.admin import NewTopic
 
         admin = self.admin()  # kept alive until the futures resolve
         futures = admin.create_topics([NewTopic(name, partitions, replication_factor, config=config)])
         for future in futures.values():
             future.result(timeout=30)
-        self.wait_for(lambda md: self.fully_replicated(md, name), f"{name} led with a full ISR everywhere")
+        # Every live broker in turn: a new topic's ISR is full from its creation, so the first
+        # broker to list it says nothing of the others, which may not have heard of it yet.
+        for broker in self.alive():
+            self.wait_for(lambda md: self.fully_replicated(md, name), f"{name} led with a full ISR", ask=[broker])
 
     @staticmethod
     def fully_replicated(md: Any, topic: str) -> bool:
