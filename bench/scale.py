@@ -17,9 +17,11 @@ the same settings), measured from outside as a client and an operator see them:
    10-partition topic, the broker killed (SIGKILL) and started again: the time until every
    partition is led and its high watermark is back where the acknowledged records put it.
 4. Partitions on a 3-broker cluster (``--cluster-partitions``, 100,000 by default, replication
-   factor 1, spread by the controller): creation time, Metadata time, each broker's RSS, and the
-   controller failover time (SIGKILL the controller; until another broker answers as controller and
-   every partition the victim did not hold is still led). barnabas only.
+   factor 1, spread by the controller): creation time, Metadata time, each broker's RSS, the
+   controller failover time (SIGKILL the controller; until another broker answers as controller),
+   the descriptors each survivor holds, the killed broker's restart until every partition is led
+   again, then another broker's clean stop and its restart until every partition is led. barnabas
+   only (Kafka needs a descriptor per partition and then some: more than a 20,000 limit allows).
 
 Part 1 runs on a fresh ext4 filesystem per system (an image file on a loop device, with a journal
 when the filesystem under ``--work-dir`` has one) when this runs as root with ``mkfs.ext4``: creating
@@ -80,8 +82,9 @@ BROKER_SETTINGS = {
     "log.index.size.max.bytes": "65536",  # many partitions: small preallocated indexes
     "num.partitions": "1",
 }
-#: Open files for this process and the brokers it starts: about three per partition (log, offset and time
-#: index of the active segment) and one per connection, as Kafka's sizing guides ask of a broker host.
+#: Open files for this process and the brokers it starts: Kafka holds about three per partition (log, offset
+#: and time index of the active segment) and one per connection, as its sizing guides ask of a broker host;
+#: barnabas holds one per partition up to a share of its limit, and reopens idle ones past it.
 OPEN_FILES = 1 << 20
 SYSTEMS = ("barnabas", "kafka")
 RECOVERY_PARTITIONS = 10
@@ -181,6 +184,11 @@ def rss_mb(pid: int | None) -> float:
     if pid is None:
         return 0.0
     return round(rss_kib(Path(f"/proc/{pid}/status").read_text()) / 1024, 1)
+
+
+def open_files(pid: int | None) -> int:
+    """How many descriptors the process holds."""
+    return len(os.listdir(f"/proc/{pid}/fd")) if pid else 0
 
 
 def timed(action: Callable[[], object]) -> float:
@@ -419,6 +427,10 @@ def cluster_partitions(base: Path, partitions: int) -> dict[str, Any]:
         cluster.brokers[controller].kill()
         survivors = ",".join(b.bootstrap for b in cluster.brokers if b.broker_id != controller)
 
+        def restart_until_all_led(broker: Broker) -> None:
+            broker.start()
+            wait_until(lambda: all_led(bootstrap, partitions), 900, "every partition led after a restart")
+
         def new_controller() -> bool:
             try:
                 md = admin(survivors).list_topics(timeout=10)
@@ -429,6 +441,11 @@ def cluster_partitions(base: Path, partitions: int) -> dict[str, Any]:
         wait_until(new_controller, 300, "a new controller")
         result["controller_failover_s"] = round(time.monotonic() - began, 2)
         result["victim_held_partitions"] = held
+        result["open_files"] = [open_files(b.pid) for b in cluster.brokers if b.broker_id != controller]
+        result["unclean_restart_all_led_s"] = timed(lambda: restart_until_all_led(cluster.brokers[controller]))
+        other = cluster.brokers[(controller + 1) % 3]
+        result["clean_stop_s"] = timed(lambda: stopped_cleanly(other))
+        result["clean_restart_all_led_s"] = timed(lambda: restart_until_all_led(other))
         return result
     finally:
         cluster.stop()

@@ -12,10 +12,11 @@ Rules this module keeps:
 
 - The caller has drained the transport's own write buffer first and writes nothing else on the
   connection until this returns: the frame's bytes go out in order, after every earlier answer.
-- Each file range is sent from a descriptor of its own (:meth:`FileSlice.open`), and the socket
-  from a duplicate of the transport's descriptor, so neither a segment being closed nor the
-  transport closing can make a send land in another file or connection. Both are closed here,
-  and so is every slice in ``chunks`` (sent or not): a response is sent once.
+- Each file range is sent from a descriptor of its own (:meth:`FileSlice.open`, closed once the
+  range is sent: a response for thousands of partitions holds one at a time), and the socket from a
+  duplicate of the transport's descriptor, so neither a segment being closed nor the transport
+  closing can make a send land in another file or connection. Both are closed here, and so is
+  every slice in ``chunks`` (sent or not): a response is sent once.
 - Writes are non-blocking; when the socket is full this waits on the event loop for it to be
   writable (the duplicate descriptor may be watched; the transport's own may not).
 - A file range that ends early (the segment was cut back meanwhile) raises OSError: the frame is
@@ -52,9 +53,7 @@ async def send_with_files(socket_fd: int, chunks: Sequence[Any]) -> None:
         OSError: the socket failed, or a file range ended early.
     """
     loop = asyncio.get_running_loop()
-    opened: list[int] = []
     out = os.dup(socket_fd)
-    opened.append(out)
     try:
         pending: list[memoryview] = []
         for chunk in chunks:
@@ -63,15 +62,16 @@ async def send_with_files(socket_fd: int, chunks: Sequence[Any]) -> None:
                     await _write_all(loop, out, pending)
                     pending = []
                 in_fd = chunk.open()
-                opened.append(in_fd)
-                await _send_file(loop, out, in_fd, chunk.position, chunk.size)
+                try:
+                    await _send_file(loop, out, in_fd, chunk.position, chunk.size)
+                finally:
+                    os.close(in_fd)  # one range's descriptor at a time
             elif len(chunk):
                 pending.append(memoryview(chunk).cast("B"))
         if pending:
             await _write_all(loop, out, pending)
     finally:
-        for fd in opened:
-            os.close(fd)
+        os.close(out)
         for chunk in chunks:
             if isinstance(chunk, FileSlice):
                 chunk.close()

@@ -1,6 +1,7 @@
-"""A broker holds three files open per partition (its active segment's log, offset index and time
-index), so the default soft limit of open files runs out long before its disk does: raise it to the
-hard limit at start, as servers written in Go do, and say so."""
+"""A broker holds a file open per partition (its active segment's log) within a budget that is most
+of the limit of open files; past it, idle partitions give their descriptors back and reopen on use.
+The default soft limit is small, so raise it to the hard limit at start, as servers written in Go
+do, and say so."""
 
 from __future__ import annotations
 
@@ -22,5 +23,5 @@ def raise_open_files_limit() -> int:
     except (ValueError, OSError) as exc:
         log.warning("could not raise the open files limit from %d to %d: %s", soft, hard, exc)
         return soft
-    log.info("open files limit raised from %d to %d (about three per partition are held open)", soft, hard)
+    log.info("open files limit raised from %d to %d (a descriptor per partition, within a share of it)", soft, hard)
     return hard

@@ -6,13 +6,15 @@ through Python.
 
 Rules this module keeps:
 
-- A slice is taken on the log's thread and holds a descriptor of the segment file of its own
-  from then on: the segment may be closed, deleted or compacted away before or while the bytes
-  are sent, and the slice still reads the same file (Kafka keeps a deleted segment readable
-  until file.delete.delay.ms). :meth:`FileSlice.open` refuses only if the segment was cut back
-  since (its truncation generation): those bytes are gone or rewritten.
-- The descriptor is closed by :meth:`FileSlice.close` once the slice is sent, or when the slice
-  is dropped unsent.
+- A slice holds no descriptor while it waits to be sent (a Fetch answer for thousands of
+  partitions holds thousands of slices, and segment files share a descriptor budget): the sender
+  opens one (:meth:`FileSlice.open`) for each range as it sends it.
+- The segment may be closed, deleted or compacted away before the bytes are sent: a deleted or
+  replaced segment's file is renamed ``.deleted`` and kept for ``file.delete.delay.ms`` (as in
+  Kafka), and the slice opens it under that name. :meth:`FileSlice.open` refuses if the segment
+  was cut back since (its truncation generation: those bytes are gone or rewritten), or its file
+  is gone (the partition was deleted).
+- :meth:`FileSlice.close` marks the slice sent, or dropped unsent; it cannot be opened again.
 - ``len()`` is the byte count, so a slice can stand where record bytes stand.
 """
 
@@ -27,7 +29,7 @@ __all__ = ["FileSlice"]
 
 
 class FileSlice:
-    __slots__ = ("_fd", "generation", "position", "segment", "size")
+    __slots__ = ("_closed", "generation", "position", "segment", "size")
 
     def __init__(self, segment: LogSegment, position: int, size: int) -> None:
         """The range ``[position, position + size)`` of ``segment``'s file, as it is now."""
@@ -36,8 +38,7 @@ class FileSlice:
         self.size = size
         #: The segment's truncation generation when the slice was taken.
         self.generation = segment.generation
-        self._fd: int | None = None
-        self._fd = segment.dup_fd()
+        self._closed = False
 
     def __len__(self) -> int:
         return self.size
@@ -45,29 +46,30 @@ class FileSlice:
     def __repr__(self) -> str:
         return f"FileSlice({self.segment.path}, position={self.position}, size={self.size})"
 
-    def __del__(self) -> None:
-        self.close()
-
     @property
     def closed(self) -> bool:
-        return self._fd is None
+        return self._closed
 
     def open(self) -> int:
         """A new descriptor of the segment file for sending the range; the caller closes it.
 
         Raises:
-            LogError: the segment was cut back since the slice was taken, or the slice was closed.
+            LogError: the segment was cut back since the slice was taken, its file is gone, or
+                the slice was closed.
         """
         segment = self.segment
-        if self._fd is None or segment.generation != self.generation or segment.size < self.position + self.size:
+        if self._closed or segment.generation != self.generation or segment.size < self.position + self.size:
             raise LogError(f"{segment.path} changed after bytes [{self.position}, +{self.size}) were read")
-        return os.dup(self._fd)
+        try:
+            return segment.reading_fd()
+        except OSError as exc:
+            raise LogError(
+                f"{segment.path} is gone after bytes [{self.position}, +{self.size}) were read: {exc}"
+            ) from None
 
     def close(self) -> None:
-        """Release the slice's descriptor (idempotent)."""
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
+        """The slice was sent, or will not be (idempotent)."""
+        self._closed = True
 
     def read(self) -> bytes:
         """The bytes themselves (for tests and callers that need them in memory)."""

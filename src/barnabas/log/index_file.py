@@ -7,7 +7,8 @@ Rules this module keeps (the file half of Kafka's AbstractIndex, without mmap):
   size is always ``entries * entry_size`` and needs no trimming at close.
 - The file is opened lazily on the first write, so opening a log with many old segments holds no
   index descriptors.
-- At most ``MAX_OPEN_INDEX_FILES`` index files are open in the process: an entry is written every
+- At most ``index_files_budget()`` index files are open in the process (an eighth of the limit of
+  open files, at most ``MAX_OPEN_INDEX_FILES``): an entry is written every
   ``index.interval.bytes`` of log, so most partitions' indexes sit idle, and two descriptors each
   for 10,000 partitions would exhaust a 20,000 limit (Kafka closes its index files once mapped).
   The least recently written is closed to open another; a file written since its last fsync is
@@ -25,7 +26,9 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
-__all__ = ["MAX_OPEN_INDEX_FILES", "IndexFile", "open_index_files"]
+from .open_files import open_files_limit
+
+__all__ = ["MAX_OPEN_INDEX_FILES", "IndexFile", "index_files_budget", "open_index_files"]
 
 #: Index files held open at once in this process; more are opened and closed as they are written.
 MAX_OPEN_INDEX_FILES = 1024
@@ -33,6 +36,11 @@ MAX_OPEN_INDEX_FILES = 1024
 _lock = threading.Lock()
 #: The open ones, least recently written first.
 _open: OrderedDict[IndexFile, None] = OrderedDict()
+
+
+def index_files_budget() -> int:
+    """How many index files may hold a descriptor at once in this process."""
+    return min(MAX_OPEN_INDEX_FILES, max(8, open_files_limit() // 8))
 
 
 def open_index_files() -> int:
@@ -114,7 +122,8 @@ class IndexFile:
 
     def _open_locked(self, extra_flags: int = 0) -> int:
         if self._fd is None:
-            while len(_open) >= MAX_OPEN_INDEX_FILES:
+            budget = index_files_budget()
+            while len(_open) >= budget:
                 oldest, _ = _open.popitem(last=False)
                 oldest._close_locked()
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | extra_flags, 0o644)

@@ -4,10 +4,12 @@ Rules this module keeps:
 
 - Batches are opaque bytes. Only 61-byte v2 headers are parsed (``barnabas.protocol``); nothing
   is decompressed. Recovery checks each batch's CRC-32C with ``validate_batch``.
-- The ``.log`` file is an unbuffered descriptor opened with O_APPEND. A batch is appended with
-  ``os.write`` (one call unless the kernel writes short) and the segment's readable size moves only
-  once every byte is written; a failed write is cut back off the file. Reads use ``os.pread`` and
-  never look past the readable size, so a reader never sees half a batch.
+- The ``.log`` file is an unbuffered descriptor opened with O_APPEND, held within the process's
+  budget of segment descriptors (:mod:`.segment_file`: an idle one is closed and reopened on use).
+  A batch is appended with ``os.write`` (one call unless the kernel writes short) and the
+  segment's readable size moves only once every byte is written; a failed write is cut back off
+  the file. Reads use ``os.pread`` and never look past the readable size, so a reader never sees
+  half a batch.
 - A batch may also be written in three steps so the ``os.write`` can run on another thread
   (:mod:`.append_writer`): :meth:`LogSegment.reserve` claims the bytes after every earlier
   reservation, :meth:`LogSegment.write_reserved` (any thread, in reservation order) writes them,
@@ -45,6 +47,7 @@ from barnabas.protocol import (
 
 from .files import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, offset_path
 from .offset_index import OffsetIndex
+from .segment_file import SegmentFile
 from .time_index import NO_TIMESTAMP, TimeIndex
 
 __all__ = ["BatchPosition", "LogSegment"]
@@ -90,8 +93,8 @@ class LogSegment:
         self.time_index = time_index
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
-        self._path = offset_path(directory, base_offset, LOG_SUFFIX + file_suffix)
-        self._fd: int | None = fd
+        #: The ``.log`` file; its descriptor is given back while idle (the process's budget).
+        self._file = SegmentFile(offset_path(directory, base_offset, LOG_SUFFIX + file_suffix), fd)
         self._size = size
         #: Where the next reserved batch goes: ``_size`` plus the bytes reserved and not completed.
         self._end = size
@@ -218,7 +221,7 @@ class LogSegment:
 
     @property
     def path(self) -> Path:
-        return self._path
+        return self._file.path
 
     @property
     def size(self) -> int:
@@ -232,11 +235,16 @@ class LogSegment:
 
     @property
     def closed(self) -> bool:
-        return self._fd is None
+        return self._file.closed
 
     def dup_fd(self) -> int:
         """A new descriptor of the ``.log`` file that stays valid after this segment closes; the caller closes it."""
-        return os.dup(self._require_fd())
+        with self._file.use() as fd:
+            return os.dup(fd)
+
+    def reading_fd(self) -> int:
+        """A new descriptor of the ``.log`` file for reading, also once closed (at its ``.deleted`` name)."""
+        return self._file.reading_fd()
 
     @property
     def max_timestamp(self) -> int:
@@ -250,7 +258,7 @@ class LogSegment:
 
     @property
     def last_modified_ms(self) -> int:
-        return os.stat(self._path).st_mtime_ns // 1_000_000
+        return os.stat(self.path).st_mtime_ns // 1_000_000
 
     @property
     def largest_timestamp(self) -> int:
@@ -265,11 +273,12 @@ class LogSegment:
         A clean stop flushes every log's active segment: for 10,000 idle partitions, 10,000 fsyncs
         that had nothing to write.
         """
-        fd = self._require_fd()
+        self._check_open()
         if self._unsynced:
             self._unsynced = False
             try:
-                os.fsync(fd)
+                with self._file.use() as fd:  # a descriptor given back meanwhile is opened again to sync
+                    os.fsync(fd)
             except BaseException:
                 self._unsynced = True
                 raise
@@ -278,16 +287,14 @@ class LogSegment:
 
     def close(self) -> None:
         """Release the descriptors; further reads or appends are errors."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._file.close()
         self.offset_index.close()
         self.time_index.close()
 
     def delete(self) -> None:
         """Close and remove the segment's files."""
         self.close()
-        self._path.unlink(missing_ok=True)
+        self.path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
 
@@ -303,26 +310,25 @@ class LogSegment:
             if old_suffix and not name.endswith(old_suffix):
                 raise ValueError(f"{index.path} does not end with {old_suffix!r}")
             index.rename(index.path.with_name(name[: len(name) - len(old_suffix)] + new_suffix))
-        name = self._path.name
+        name = self.path.name
         if old_suffix and not name.endswith(old_suffix):
-            raise ValueError(f"{self._path} does not end with {old_suffix!r}")
-        target = self._path.with_name(name[: len(name) - len(old_suffix)] + new_suffix)
-        os.replace(self._path, target)
-        self._path = target
+            raise ValueError(f"{self.path} does not end with {old_suffix!r}")
+        self._file.rename(self.path.with_name(name[: len(name) - len(old_suffix)] + new_suffix))
 
     def set_last_modified(self, ms: int) -> None:
         """Give the ``.log`` file this modification time (a cleaned segment keeps its source's)."""
-        os.utime(self._path, ns=(ms * 1_000_000, ms * 1_000_000))
+        os.utime(self.path, ns=(ms * 1_000_000, ms * 1_000_000))
 
     def mark_deleted(self) -> list[Path]:
         """Close and rename every file to ``*.deleted`` (Kafka's delayed delete); return the new paths."""
         self.close()
         renamed: list[Path] = []
-        new_log = self._path.with_name(self._path.name + DELETED_SUFFIX)
-        if self._path.exists():
-            os.replace(self._path, new_log)
+        new_log = self.path.with_name(self.path.name + DELETED_SUFFIX)
+        if self.path.exists():
+            self._file.rename(new_log)  # a slice of it still reads it there (FileSlice)
             renamed.append(new_log)
-        self._path = new_log
+        else:
+            self._file.path = new_log
         for index in (self.offset_index, self.time_index):
             target = index.path.with_name(index.path.name + DELETED_SUFFIX)
             existed = index.path.exists()
@@ -378,14 +384,14 @@ class LogSegment:
             OSError: the write failed; the file and indexes are cut back to where they were.
         """
         if not self.can_convert_to_relative_offset(header.last_offset):
-            raise ValueError(f"offset {header.last_offset} overflows segment {self._path}")
+            raise ValueError(f"offset {header.last_offset} overflows segment {self.path}")
         if self._end != self._size:
-            raise ValueError(f"segment {self._path} has reserved batches in flight")
+            raise ValueError(f"segment {self.path} has reserved batches in flight")
         position = self._size
-        fd = self._require_fd()
         view = memoryview(batch)[: header.size]
         try:
-            _write_whole(fd, view, position)
+            with self._file.use() as fd:
+                _write_whole(fd, view, position)
         finally:
             self._unsynced = True
         saved = self._index_stats()
@@ -397,7 +403,8 @@ class LogSegment:
         except BaseException:
             # An index write failed: take the batch back out so the log never holds data
             # beyond the offsets its owner handed out.
-            os.ftruncate(fd, position)
+            with self._file.use() as fd:
+                os.ftruncate(fd, position)
             self._unsynced = True
             self._size = self._end = position
             self._undo_index(header.base_offset, saved)
@@ -411,8 +418,8 @@ class LogSegment:
             ValueError: the batch's offsets do not fit this segment's relative offsets.
         """
         if not self.can_convert_to_relative_offset(header.last_offset):
-            raise ValueError(f"offset {header.last_offset} overflows segment {self._path}")
-        self._require_fd()
+            raise ValueError(f"offset {header.last_offset} overflows segment {self.path}")
+        self._check_open()
         position = self._end
         self._end += header.size
         return position
@@ -427,14 +434,15 @@ class LogSegment:
             OSError: the write failed; the file is cut back to ``position``.
         """
         try:
-            _write_whole(self._require_fd(), memoryview(batch), position)
+            with self._file.use() as fd:
+                _write_whole(fd, memoryview(batch), position)
         finally:
             self._unsynced = True
 
     def complete_reserved(self, position: int, header: RecordBatchHeader) -> None:
         """Make a written reservation readable and index it (the owner's thread, in reservation order)."""
         if position != self._size:
-            raise ValueError(f"segment {self._path}: completing byte {position}, but {self._size} is readable")
+            raise ValueError(f"segment {self.path}: completing byte {position}, but {self._size} is readable")
         saved = self._index_stats()
         try:
             self._after_batch(position, header, header.size)
@@ -471,8 +479,9 @@ class LogSegment:
 
         Only once no write of them can still be running.
         """
-        if self._end != self._size and self._fd is not None:
-            os.ftruncate(self._fd, self._size)
+        if self._end != self._size and not self._file.closed:
+            with self._file.use() as fd:
+                os.ftruncate(fd, self._size)
             self._unsynced = True
             self._generation += 1
         self._end = self._size
@@ -496,16 +505,17 @@ class LogSegment:
 
     def read(self, position: int, size: int) -> bytes:
         """Up to ``size`` bytes from ``position``, never past the readable end."""
-        fd = self._require_fd()
+        self._check_open()
         end = min(self._size, position + size)
         if end <= position:
             return b""
-        data = os.pread(fd, end - position, position)
-        while len(data) < end - position:  # pread is only short at EOF; be safe anyway
-            more = os.pread(fd, end - position - len(data), position + len(data))
-            if not more:
-                break
-            data += more
+        with self._file.use() as fd:
+            data = os.pread(fd, end - position, position)
+            while len(data) < end - position:  # pread is only short at EOF; be safe anyway
+                more = os.pread(fd, end - position - len(data), position + len(data))
+                if not more:
+                    break
+                data += more
         return data
 
     def read_header(self, position: int) -> RecordBatchHeader:
@@ -601,7 +611,10 @@ class LogSegment:
         Returns:
             The number of bytes truncated.
         """
-        fd = self._require_fd()
+        with self._file.use() as fd:
+            return self._recover(fd, on_batch)
+
+    def _recover(self, fd: int, on_batch: OnBatch | None) -> int:
         file_size = os.fstat(fd).st_size
         self._generation += 1
         self._unsynced = True  # what a crashed process wrote may be in the page cache only
@@ -636,7 +649,10 @@ class LogSegment:
         Returns:
             The number of bytes truncated.
         """
-        fd = self._require_fd()
+        with self._file.use() as fd:
+            return self._check_tail(fd, on_batch)
+
+    def _check_tail(self, fd: int, on_batch: OnBatch | None) -> int:
         file_size = os.fstat(fd).st_size
         start = self.offset_index.lookup(1 << 62).position
         valid, next_offset = start, self.base_offset
@@ -647,7 +663,7 @@ class LogSegment:
             checked.append(header)
             valid, next_offset = position + header.size, header.next_offset
         if not checked and 0 < start < file_size:
-            return self.recover(on_batch)
+            return self._recover(fd, on_batch)
         if valid < file_size:
             self._generation += 1
             self.offset_index.truncate_to(next_offset)
@@ -678,7 +694,7 @@ class LogSegment:
                 buffer_start, offset = valid, 0
             header = parse_batch_header(buffer, offset)
             if header.batch_length < _MIN_BATCH_LENGTH or valid + header.size > file_size:
-                logger.warning("segment %s: incomplete batch at byte %d", self._path, valid)
+                logger.warning("segment %s: incomplete batch at byte %d", self.path, valid)
                 return
             if offset + header.size > len(buffer):
                 buffer = os.pread(fd, max(header.size, min(_RECOVERY_CHUNK, file_size - valid)), valid)
@@ -686,12 +702,12 @@ class LogSegment:
             try:
                 validate_batch(buffer, offset, from_client=False)
             except (CorruptRecordError, InvalidRecordError) as exc:
-                logger.warning("segment %s: invalid batch at byte %d: %s", self._path, valid, exc)
+                logger.warning("segment %s: invalid batch at byte %d: %s", self.path, valid, exc)
                 return
             if header.base_offset < next_expected or not self.can_convert_to_relative_offset(header.last_offset):
                 logger.warning(
                     "segment %s: batch at byte %d has offset %d, expected at least %d",
-                    self._path,
+                    self.path,
                     valid,
                     header.base_offset,
                     next_expected,
@@ -701,13 +717,13 @@ class LogSegment:
             valid += header.size
             next_expected = header.next_offset
         if valid < file_size:
-            logger.warning("segment %s: %d bytes after the last batch", self._path, file_size - valid)
+            logger.warning("segment %s: %d bytes after the last batch", self.path, file_size - valid)
 
     def _cut_invalid_tail(self, fd: int, valid: int, file_size: int) -> None:
         if valid < file_size:
             os.ftruncate(fd, valid)
             self._unsynced = True
-            logger.warning("segment %s: truncated %d invalid bytes during recovery", self._path, file_size - valid)
+            logger.warning("segment %s: truncated %d invalid bytes during recovery", self.path, file_size - valid)
         self._size = self._end = valid
 
     def truncate_to(self, offset: int) -> int:
@@ -721,7 +737,8 @@ class LogSegment:
         if found is None:
             return 0
         removed = self._size - found.position
-        os.ftruncate(self._require_fd(), found.position)
+        with self._file.use() as fd:
+            os.ftruncate(fd, found.position)
         self._unsynced = True
         self._size = self._end = found.position
         self._generation += 1
@@ -741,13 +758,12 @@ class LogSegment:
                 self._max_timestamp = found.header.max_timestamp
                 self._offset_of_max_timestamp = found.header.last_offset
 
-    def _require_fd(self) -> int:
-        if self._fd is None:
-            raise ValueError(f"segment {self._path} is closed")
-        return self._fd
+    def _check_open(self) -> None:
+        if self._file.closed:
+            raise ValueError(f"segment {self.path} is closed")
 
     def __repr__(self) -> str:
-        return f"LogSegment(base_offset={self.base_offset}, size={self._size}, path={str(self._path)!r})"
+        return f"LogSegment(base_offset={self.base_offset}, size={self._size}, path={str(self.path)!r})"
 
 
 def _write_whole(fd: int, view: memoryview, position: int) -> None:

@@ -75,9 +75,21 @@ def test_a_range_whose_segment_was_deleted_before_sending_is_sent_whole(tmp_path
     expected = b"head" + sliced.read() + b"tail"
     (segment,) = log.segments
     log.close()
-    segment.delete()  # closed and gone from the directory, as after retention or a compaction swap
+    segment.mark_deleted()  # closed and renamed away, as by retention or a compaction swap
     assert asyncio.run(send_and_receive([b"head", sliced, b"tail"], len(expected))) == expected
-    assert sliced.closed, "the slice's descriptor is closed once it was sent"
+    assert sliced.closed, "the slice is closed once it was sent"
+
+
+def test_a_range_whose_file_is_gone_fails_the_send(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    sliced = log.read_slice(0, 1 << 20).records
+    assert isinstance(sliced, FileSlice)
+    (segment,) = log.segments
+    log.close()
+    segment.delete()  # gone from the disk (its partition was deleted): the connection must close
+    with pytest.raises(LogError, match="is gone"):
+        asyncio.run(send_and_receive([b"head", sliced], 4))
+    assert sliced.closed
 
 
 # -- through a TLS transport (sendfile would bypass the encryption) ------------------------------------

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from barnabas.log import LogConfig, PartitionLog
+from barnabas.log.segment_file import set_max_open
 from barnabas.protocol import decode_batch_records, iter_batch_headers
 from tests.fuzz.profiles import stateful_settings
 
@@ -164,3 +165,19 @@ class LogMachine(RuleBasedStateMachine):
 
 LogMachine.TestCase.settings = stateful_settings(max_examples=100, step_count=50)
 TestLogAgainstAModel = LogMachine.TestCase
+
+
+class LogMachineOnOneDescriptor(LogMachine):
+    """The same, with a segment descriptor budget of one: every other segment reopens its file to be used."""
+
+    def __init__(self) -> None:
+        set_max_open(1)
+        super().__init__()
+
+    def teardown(self) -> None:
+        super().teardown()
+        set_max_open(None)
+
+
+LogMachineOnOneDescriptor.TestCase.settings = stateful_settings(max_examples=50, step_count=50)
+TestLogAgainstAModelOnOneDescriptor = LogMachineOnOneDescriptor.TestCase

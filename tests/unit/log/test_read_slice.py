@@ -70,17 +70,21 @@ def test_a_slice_cannot_be_opened_after_its_segment_was_cut_back(filled: Partiti
 
 
 def test_a_slice_reads_its_segment_after_retention_deleted_it(filled: PartitionLog) -> None:
-    # Taken, then the segment is deleted before the response is sent (Kafka keeps the file readable
-    # until file.delete.delay.ms; here the slice's own descriptor does): it still sends the same bytes.
+    # Taken, then the segment is deleted before the response is sent: as in Kafka, its file is
+    # kept (renamed .deleted) until file.delete.delay.ms has passed, and the slice reads it there.
     sliced = first_slice(filled, 0, 10_000)
     expected = sliced.read()
     segment = filled.segments[0]
     filled.delete_records_before(filled.segments[1].base_offset)
     filled.maintain(T0)
-    filled.maintain(T0 + 10 * 60 * 60 * 1000)  # past file.delete.delay.ms: the file is gone from the directory
-    assert segment.closed and not segment.path.exists()
+    assert segment.closed and segment.path.name.endswith(".deleted")
     assert filled.segments[0] is not segment
     assert sliced.read() == expected
+    filled.maintain(T0 + 10 * 60 * 60 * 1000)  # past file.delete.delay.ms: the file is gone
+    filled.flush()  # (the removal runs on the log's scheduler thread)
+    assert not segment.path.exists()
+    with pytest.raises(LogError, match="is gone"):
+        sliced.open()
     sliced.close()
     with pytest.raises(LogError):
         sliced.open()
