@@ -26,10 +26,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
-from barnabas.cluster import PartitionState, Topic, describe_partitions
+from barnabas.cluster import PartitionState, describe_partitions
 from barnabas.coordination import CoordinationError, VersionConflictError
 from barnabas.log import PartitionLog
 
@@ -47,6 +48,9 @@ __all__ = ["ReplicaManager"]
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+#: How long a reconcile pass of the loop runs before it lets the event loop serve (its own
+#: coordination session's renewals among what waits).
+RECONCILE_SLICE_S = 0.01
 
 
 class ReplicaManager:
@@ -154,7 +158,7 @@ class ReplicaManager:
             await self._reconcile_wake.wait()
             self._reconcile_wake.clear()
             try:
-                self.reconcile()
+                await self._reconcile_in_slices()
             except Exception:
                 log.exception("reconciling replicas failed; will retry on the next change")
 
@@ -166,20 +170,43 @@ class ReplicaManager:
         partitions as topics of 100 made that quadratic). Every full pass (each watch event)
         still covers everything, those topics included.
         """
+        for tp in self._begin_pass(topics):
+            self._reconcile_partition(tp)
+        self._end_pass()
+
+    async def _reconcile_in_slices(self) -> None:
+        """A full :meth:`reconcile` that lets the event loop run every ``RECONCILE_SLICE_S``.
+
+        Leading 33,000 partitions at once (a broker that registered again after a restart) took
+        16 s in one go: the event loop renewed no coordination session meanwhile, the broker lost
+        it, and the next election started the same again. Each partition is looked up afresh when
+        its turn comes; what changes meanwhile wakes another pass.
+        """
+        slice_began = time.monotonic()
+        for tp in self._begin_pass(None):
+            if time.monotonic() - slice_began > RECONCILE_SLICE_S:
+                await asyncio.sleep(0)
+                slice_began = time.monotonic()
+            self._reconcile_partition(tp)
+        self._end_pass()
+
+    def _begin_pass(self, topics: Collection[str] | None) -> list[TopicPartition]:
+        """Drop what is no longer this broker's, bring logs and topic copies in line; the partitions to visit."""
         state = self.state
         me = state.broker_id
         stored = state.topics.topics
-        names = stored.keys() if topics is None else [name for name in topics if name in stored]
-        mine: dict[TopicPartition, tuple[Topic, PartitionState | None]] = {}
-        for name in names:
-            topic = stored[name]
-            for partition, replicas in topic.assignment.items():
-                if me in replicas:
-                    mine[(name, partition)] = (topic, state.topics.states.get((name, partition)))
+        names = list(stored) if topics is None else [name for name in topics if name in stored]
+        mine = [
+            (name, partition)
+            for name in names
+            for partition, replicas in stored[name].assignment.items()
+            if me in replicas
+        ]  # fmt: skip
         if topics is None:
-            for tp in [tp for tp in self.leaders if tp not in mine]:
+            wanted = set(mine)
+            for tp in [tp for tp in self.leaders if tp not in wanted]:
                 self._stop_leading(tp)
-            for tp in [tp for tp in self.following if tp not in mine]:
+            for tp in [tp for tp in self.following if tp not in wanted]:
                 self._unfollow(tp)
             reconcile_local_logs(state)
             self._topic_documents.sync(stored)
@@ -187,30 +214,38 @@ class ReplicaManager:
         else:
             reconcile_local_logs(state, topics)
             self._topic_documents.sync(stored, only=names)
-        for (name, partition), (topic, partition_state) in mine.items():
-            tp = (name, partition)
-            partition_log = state.logs.get(name, partition)
-            if partition_state is None or partition_log is None:
-                continue
-            self._log_end_reports.maybe_report(tp, partition_state, partition_log)
-            if partition_state.leader == me and not partition_state.in_sync(me, state.broker_epoch):
-                self._stop_leading(tp)  # a leadership of an earlier incarnation: the controller elects anew
-                self._unfollow(tp)
-            elif partition_state.leader == me:
-                current = self.leaders.get(tp)
-                replicas = topic.assignment[partition]
-                if current is None or current.log is not partition_log:
-                    self._become_leader(tp, replicas, partition_state)
-                elif current.leader_epoch != partition_state.leader_epoch or current.replicas != replicas:
-                    self._lead_on(current, replicas, partition_state)
-                elif current.state != partition_state:
-                    current.set_state(partition_state)
+        return mine
+
+    def _reconcile_partition(self, tp: TopicPartition) -> None:
+        """Lead, follow or drop one partition as its stored state says now."""
+        state = self.state
+        me = state.broker_id
+        topic = state.topics.topics.get(tp[0])
+        replicas = None if topic is None else topic.assignment.get(tp[1])
+        partition_state = state.topics.states.get(tp)
+        partition_log = state.logs.get(*tp)
+        if replicas is None or me not in replicas or partition_state is None or partition_log is None:
+            return  # (no longer this broker's since the pass began: the pass that change woke drops it)
+        self._log_end_reports.maybe_report(tp, partition_state, partition_log)
+        if partition_state.leader == me and not partition_state.in_sync(me, state.broker_epoch):
+            self._stop_leading(tp)  # a leadership of an earlier incarnation: the controller elects anew
+            self._unfollow(tp)
+        elif partition_state.leader == me:
+            current = self.leaders.get(tp)
+            if current is None or current.log is not partition_log:
+                self._become_leader(tp, replicas, partition_state)
+            elif current.leader_epoch != partition_state.leader_epoch or current.replicas != replicas:
+                self._lead_on(current, replicas, partition_state)
+            elif current.state != partition_state:
+                current.set_state(partition_state)
+        else:
+            self._stop_leading(tp)
+            if partition_state.leader >= 0:
+                self._follow(tp, partition_state.leader, partition_state.leader_epoch)
             else:
-                self._stop_leading(tp)
-                if partition_state.leader >= 0:
-                    self._follow(tp, partition_state.leader, partition_state.leader_epoch)
-                else:
-                    self._unfollow(tp)
+                self._unfollow(tp)
+
+    def _end_pass(self) -> None:
         for leader_id in [i for i, f in self.fetchers.items() if not f.partitions]:
             asyncio.get_running_loop().create_task(self.fetchers.pop(leader_id).close())
         self._roles.flush()
