@@ -428,7 +428,7 @@ def cluster_partitions(base: Path, partitions: int) -> dict[str, Any]:
         survivors = ",".join(b.bootstrap for b in cluster.brokers if b.broker_id != controller)
 
         def restart_until_all_led(broker: Broker) -> None:
-            broker.start()
+            broker.start(900)  # a kill -9 leaves tens of thousands of logs to recover first
             wait_until(lambda: all_led(bootstrap, partitions), 900, "every partition led after a restart")
 
         def new_controller() -> bool:

@@ -81,7 +81,8 @@ class ReplicaManager:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.reconcile()
+        """Start the loops; the first pass runs in slices too (a restart revisits every partition it holds)."""
+        self._reconcile_wake.set()
         self._tasks = [
             asyncio.create_task(self._reconcile_loop(), name="replica reconcile"),
             asyncio.create_task(self._isr_loop(), name="isr updates"),
