@@ -311,9 +311,12 @@ def stored_log_config(config: BrokerConfig, topic: Topic) -> LogConfig:
         return log_config_for(config, {})
 
 
-def reconcile_local_logs(state: NodeState, topics: Collection[str] | None = None) -> None:
+def reconcile_local_logs(
+    state: NodeState, topics: Collection[str] | None = None, local: Sequence[tuple[str, int]] | None = None
+) -> None:
     """Make local logs match storage: create missing replicas, delete logs of deleted topics
-    (only the logs of ``topics`` when given).
+    (only the logs of ``topics`` when given; ``local``, when given, lists those topics' local logs,
+    so that a pass over every topic a few at a time does not list every log each time).
 
     A log whose topic was deleted, or deleted and re-created under a new id, while this broker
     was down is removed, as Kafka's StopReplica with deletion would. A topic whose stored
@@ -329,8 +332,10 @@ def reconcile_local_logs(state: NodeState, topics: Collection[str] | None = None
         if state.broker_id in replicas
     }
     kept = state.topics.unreadable_topics | state.kept_topics
-    local = state.logs.partitions()
-    for name, partition in local if wanted is None else [tp for tp in local if tp[0] in wanted]:
+    if local is None:
+        every = state.logs.partitions()
+        local = every if wanted is None else [tp for tp in every if tp[0] in wanted]
+    for name, partition in local:
         partition_log = state.logs.get(name, partition)
         topic = expected.get((name, partition))
         if topic is None and name in kept and name not in state.topics.topics:
@@ -348,4 +353,8 @@ def reconcile_local_logs(state: NodeState, topics: Collection[str] | None = None
             log.info("removing local log %s-%d: its topic no longer exists", name, partition)
             state.logs.delete_topic_partition(name, partition, state.now_ms())
     for topic in {id(t): t for t in expected.values()}.values():
-        _create_local_logs(state, topic, topic.assignment, stored_log_config(state.config, topic))
+        missing = {
+            p: r for p, r in topic.assignment.items() if state.broker_id in r and state.logs.get(topic.name, p) is None
+        }
+        if missing:  # (the topic's log config is worked out only then: most passes create nothing)
+            _create_local_logs(state, topic, missing, stored_log_config(state.config, topic))

@@ -138,6 +138,10 @@ class TopicDocuments:
             self._write_copies(topics, partitions)
             return
         self._write_copies(topics, self._logs.partitions())
+        self.forget_gone()
+
+    def forget_gone(self) -> None:
+        """Forget what was written into partition dirs whose logs are gone."""
         for gone in [tp for tp in self._written if self._logs.get(*tp) is None]:
             del self._written[gone]
 

@@ -45,6 +45,7 @@ from barnabas.coordination import (
     VersionConflictError,
 )
 from barnabas.protocol import ErrorCode
+from barnabas.time_slices import TimeSlices
 
 from .brokers import BrokerRegistry
 from .leadership import (
@@ -229,7 +230,16 @@ class Controller:
         live = dict(self._brokers.live)
         wanted: dict[TopicPartition, tuple[PartitionState, int]] = {}
         before: dict[TopicPartition, PartitionState] = {}
-        for (name, partition), state in list(self._topics.states.items()):
+        # With 100,000 partitions the loop serves between slices; each state is read with its
+        # version when its turn comes (never a copy from before a yield: the compare-and-set on
+        # that version must guard the state the decision was made on).
+        slices = TimeSlices()
+        for name, partition in list(self._topics.states):
+            if slices.due():
+                await asyncio.sleep(0)
+            state = self._topics.states.get((name, partition))
+            if state is None:
+                continue
             topic = self._topics.topics.get(name)
             version = self._topics.state_version(name, partition)
             if topic is None or version is None or partition not in topic.assignment:

@@ -26,13 +26,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from barnabas.cluster import PartitionState, describe_partitions
 from barnabas.coordination import CoordinationError, VersionConflictError
 from barnabas.log import PartitionLog
+from barnabas.time_slices import SLICE_S, TimeSlices
 
 from ..follower_appends import FollowerAppends
 from ..topic_admin import reconcile_local_logs, stored_log_config
@@ -50,7 +50,9 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 #: How long a reconcile pass of the loop runs before it lets the event loop serve (its own
 #: coordination session's renewals among what waits).
-RECONCILE_SLICE_S = 0.01
+RECONCILE_SLICE_S = SLICE_S
+#: Topics whose local logs and topic copies a sliced pass brings in line between two looks at the clock.
+TOPICS_PER_STEP = 10
 
 
 class ReplicaManager:
@@ -180,35 +182,41 @@ class ReplicaManager:
 
         Leading 33,000 partitions at once (a broker that registered again after a restart) took
         16 s in one go: the event loop renewed no coordination session meanwhile, the broker lost
-        it, and the next election started the same again. Each partition is looked up afresh when
-        its turn comes; what changes meanwhile wakes another pass.
+        it, and the next election started the same again. Local logs and topic copies are brought
+        in line a few topics at a time, and each partition is looked up afresh when its turn
+        comes; what changes meanwhile wakes another pass.
         """
-        slice_began = time.monotonic()
-        for tp in self._begin_pass(None):
-            if time.monotonic() - slice_began > RECONCILE_SLICE_S:
+        state = self.state
+        slices = TimeSlices(RECONCILE_SLICE_S)
+        local: dict[str, list[TopicPartition]] = {}
+        for held in state.logs.partitions():
+            local.setdefault(held.topic, []).append(held)
+        names = sorted(set(state.topics.topics) | set(local))
+        for start in range(0, len(names), TOPICS_PER_STEP):
+            if slices.due():
                 await asyncio.sleep(0)
-                slice_began = time.monotonic()
+            step = names[start : start + TOPICS_PER_STEP]
+            reconcile_local_logs(state, step, [tp for name in step for tp in local.get(name, ())])
+            self._topic_documents.sync(state.topics.topics, only=step)
+        self._topic_documents.forget_gone()
+        self._apply_configs()
+        mine = self._mine(list(state.topics.topics))
+        self._drop_all_but(mine)
+        for tp in mine:
+            if slices.due():
+                await asyncio.sleep(0)
             self._reconcile_partition(tp)
         self._end_pass()
 
     def _begin_pass(self, topics: Collection[str] | None) -> list[TopicPartition]:
-        """Drop what is no longer this broker's, bring logs and topic copies in line; the partitions to visit."""
+        """Drop what is no longer this broker's, bring logs and topic copies in line (those of
+        ``topics`` when given); the partitions to visit."""
         state = self.state
-        me = state.broker_id
         stored = state.topics.topics
         names = list(stored) if topics is None else [name for name in topics if name in stored]
-        mine = [
-            (name, partition)
-            for name in names
-            for partition, replicas in stored[name].assignment.items()
-            if me in replicas
-        ]  # fmt: skip
+        mine = self._mine(names)
         if topics is None:
-            wanted = set(mine)
-            for tp in [tp for tp in self.leaders if tp not in wanted]:
-                self._stop_leading(tp)
-            for tp in [tp for tp in self.following if tp not in wanted]:
-                self._unfollow(tp)
+            self._drop_all_but(mine)
             reconcile_local_logs(state)
             self._topic_documents.sync(stored)
             self._apply_configs()
@@ -216,6 +224,19 @@ class ReplicaManager:
             reconcile_local_logs(state, topics)
             self._topic_documents.sync(stored, only=names)
         return mine
+
+    def _mine(self, names: Collection[str]) -> list[TopicPartition]:
+        """The partitions of the stored topics ``names`` this broker holds a replica of."""
+        me, stored = self.state.broker_id, self.state.topics.topics
+        return [(name, p) for name in names for p, replicas in stored[name].assignment.items() if me in replicas]
+
+    def _drop_all_but(self, mine: list[TopicPartition]) -> None:
+        """Stop leading and following every partition not in ``mine``."""
+        wanted = set(mine)
+        for tp in [tp for tp in self.leaders if tp not in wanted]:
+            self._stop_leading(tp)
+        for tp in [tp for tp in self.following if tp not in wanted]:
+            self._unfollow(tp)
 
     def _reconcile_partition(self, tp: TopicPartition) -> None:
         """Lead, follow or drop one partition as its stored state says now."""
