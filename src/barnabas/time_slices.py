@@ -22,8 +22,9 @@ class TimeSlices:
 
     __slots__ = ("_began", "_slice_s")
 
-    def __init__(self, slice_s: float = SLICE_S) -> None:
-        self._slice_s = slice_s
+    def __init__(self, slice_s: float | None = None) -> None:
+        """Args: ``slice_s`` is the slice's length (default ``SLICE_S``, read now)."""
+        self._slice_s = SLICE_S if slice_s is None else slice_s
         self._began = time.monotonic()
 
     def due(self) -> bool:

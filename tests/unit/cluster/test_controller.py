@@ -10,6 +10,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pytest
+
+from barnabas import time_slices
 from barnabas.cluster import Controller, next_partition_state
 from barnabas.cluster.brokers import BrokerInfo, BrokerRegistry
 from barnabas.cluster.model import PartitionState, Topic
@@ -156,3 +159,55 @@ def test_a_broker_registered_again_unseen_loses_its_leadership_at_the_next_pass(
     epoch, state = asyncio.run(scenario())
     assert epoch == 2, "the second registration of broker 1"
     assert state is not None and (state.leader, state.leader_epoch, state.isr) == (0, 2, (0,))
+
+
+def test_an_election_pass_that_yields_decides_each_partition_on_its_state_when_its_turn_comes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pass lets the event loop run between partitions; a state changed meanwhile is not overwritten.
+
+    Broker 1 led every partition and registered again, so each needs a new leader. While the pass
+    is under way, the last partition's state moves on (a later leader epoch, broker 0 leading): a
+    decision made on the copy read before the change, written under the version read after it,
+    would set that partition's leader epoch back.
+    """
+    monkeypatch.setattr(time_slices, "SLICE_S", 0.0)  # yield before every partition
+    partitions = 200
+
+    async def scenario() -> dict[int, PartitionState | None]:
+        database = tmp_path / "c.db"
+        storage: Storage = await open_storage(f"sqlite://{database}")
+        session = await storage.metastore.open_session(10)
+        brokers = BrokerRegistry(storage.metastore)
+        epochs = {}
+        for broker_id in (0, 1):
+            registered = await brokers.register(session, BrokerInfo(broker_id, "127.0.0.1", 9092 + broker_id, None))
+            epochs[broker_id] = registered.epoch
+        topics = TopicStore(storage)
+        topic = Topic("t", uuid.uuid4(), dict.fromkeys(range(partitions), (1, 0)))
+        led_by_1 = PartitionState(1, 1, (1, 0), 0, {1: epochs[1], 0: epochs[0]})
+        await topics.create(topic, dict.fromkeys(range(partitions), led_by_1))
+        controller = Controller(storage.metastore, topics, brokers, 0, unclean=lambda _: False)
+        await brokers.register(session, BrokerInfo(1, "127.0.0.1", 9093, None))  # broker 1's new incarnation
+        running = asyncio.create_task(controller.run(session))
+        try:
+            async with asyncio.timeout(10):
+                while controller.fence is None:
+                    await asyncio.sleep(0)
+                last = partitions - 1
+                version = topics.state_version("t", last)
+                assert version is not None
+                moved = dataclasses.replace(topics.states[("t", last)], leader=0, leader_epoch=7, isr=(0,))
+                await topics.update_state("t", last, dataclasses.replace(moved, broker_epochs={0: epochs[0]}), version)
+                while any((s := topics.states.get(("t", p))) is None or s.leader == 1 for p in range(partitions - 1)):
+                    await asyncio.sleep(0.01)
+        finally:
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+            await storage.close()
+        return {p: await _stored_state(database, "t", p) for p in range(partitions)}
+
+    stored = asyncio.run(scenario())
+    assert all(s is not None and s.leader == 0 and s.leader_epoch == 2 for p, s in stored.items() if p < partitions - 1)
+    last = stored[partitions - 1]
+    assert last is not None and (last.leader, last.leader_epoch) == (0, 7), last
