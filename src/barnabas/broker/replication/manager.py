@@ -51,8 +51,6 @@ TopicPartition = tuple[str, int]
 #: How long a reconcile pass of the loop runs before it lets the event loop serve (its own
 #: coordination session's renewals among what waits).
 RECONCILE_SLICE_S = SLICE_S
-#: Topics whose local logs and topic copies a sliced pass brings in line between two looks at the clock.
-TOPICS_PER_STEP = 10
 
 
 class ReplicaManager:
@@ -183,21 +181,20 @@ class ReplicaManager:
         Leading 33,000 partitions at once (a broker that registered again after a restart) took
         16 s in one go: the event loop renewed no coordination session meanwhile, the broker lost
         it, and the next election started the same again. Local logs and topic copies are brought
-        in line a few topics at a time, and each partition is looked up afresh when its turn
-        comes; what changes meanwhile wakes another pass.
+        in line a topic at a time (creating the logs of a topic another broker made takes a
+        while), and each partition is looked up afresh when its turn comes; what changes
+        meanwhile wakes another pass.
         """
         state = self.state
         slices = TimeSlices(RECONCILE_SLICE_S)
         local: dict[str, list[TopicPartition]] = {}
         for held in state.logs.partitions():
             local.setdefault(held.topic, []).append(held)
-        names = sorted(set(state.topics.topics) | set(local))
-        for start in range(0, len(names), TOPICS_PER_STEP):
+        for name in sorted(set(state.topics.topics) | set(local)):
             if slices.due():
                 await asyncio.sleep(0)
-            step = names[start : start + TOPICS_PER_STEP]
-            reconcile_local_logs(state, step, [tp for name in step for tp in local.get(name, ())])
-            self._topic_documents.sync(state.topics.topics, only=step)
+            reconcile_local_logs(state, [name], local.get(name, []))
+            self._topic_documents.sync(state.topics.topics, only=[name])
         self._topic_documents.forget_gone()
         self._apply_configs()
         mine = self._mine(list(state.topics.topics))
