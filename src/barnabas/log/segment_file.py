@@ -67,7 +67,7 @@ def open_segment_files() -> int:
 class SegmentFile:
     """The ``.log`` file of one segment; its descriptor comes and goes, the file stays."""
 
-    __slots__ = ("__weakref__", "_closed", "_fd", "_users", "path")
+    __slots__ = ("_closed", "_fd", "_users", "path")
 
     def __init__(self, path: Path, fd: int) -> None:
         """Take over ``fd``, an open read-write, append descriptor of ``path``."""

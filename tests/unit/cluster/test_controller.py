@@ -69,11 +69,8 @@ def test_an_isr_member_without_a_recorded_broker_epoch_is_not_in_sync() -> None:
     assert next_partition_state(state, (1, 2), live(1, 2), unclean=False) == ps(1, 4, (1,))
 
 
-@asynccontextmanager
-async def _acting_controller(
-    database: Path, topic: Topic, state: PartitionState
-) -> AsyncIterator[tuple[Controller, Session, BrokerRegistry]]:
-    """Brokers 0 and 1 live (one session), ``topic`` stored with ``state``, and broker 0 acting as controller."""
+async def _two_brokers(database: Path) -> tuple[Storage, Session, BrokerRegistry, dict[int, int]]:
+    """Embedded coordination in ``database`` with brokers 0 and 1 registered on one session; their broker epochs."""
     storage: Storage = await open_storage(f"sqlite://{database}")
     session = await storage.metastore.open_session(10)
     brokers = BrokerRegistry(storage.metastore)
@@ -81,6 +78,15 @@ async def _acting_controller(
     for broker_id in (0, 1):
         registered = await brokers.register(session, BrokerInfo(broker_id, "127.0.0.1", 9092 + broker_id, None))
         epochs[broker_id] = registered.epoch
+    return storage, session, brokers, epochs
+
+
+@asynccontextmanager
+async def _acting_controller(
+    database: Path, topic: Topic, state: PartitionState
+) -> AsyncIterator[tuple[Controller, Session, BrokerRegistry]]:
+    """Brokers 0 and 1 live (one session), ``topic`` stored with ``state``, and broker 0 acting as controller."""
+    storage, session, brokers, epochs = await _two_brokers(database)
     topics = TopicStore(storage)
     await topics.create(topic, {0: dataclasses.replace(state, broker_epochs={r: epochs[r] for r in state.isr})})
     controller = Controller(storage.metastore, topics, brokers, 0, unclean=lambda _: False)
@@ -176,13 +182,7 @@ def test_an_election_pass_that_yields_decides_each_partition_on_its_state_when_i
 
     async def scenario() -> dict[int, PartitionState | None]:
         database = tmp_path / "c.db"
-        storage: Storage = await open_storage(f"sqlite://{database}")
-        session = await storage.metastore.open_session(10)
-        brokers = BrokerRegistry(storage.metastore)
-        epochs = {}
-        for broker_id in (0, 1):
-            registered = await brokers.register(session, BrokerInfo(broker_id, "127.0.0.1", 9092 + broker_id, None))
-            epochs[broker_id] = registered.epoch
+        storage, session, brokers, epochs = await _two_brokers(database)
         topics = TopicStore(storage)
         topic = Topic("t", uuid.uuid4(), dict.fromkeys(range(partitions), (1, 0)))
         led_by_1 = PartitionState(1, 1, (1, 0), 0, {1: epochs[1], 0: epochs[0]})
