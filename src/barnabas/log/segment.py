@@ -294,7 +294,7 @@ class LogSegment:
     def delete(self) -> None:
         """Close and remove the segment's files."""
         self.close()
-        self.path.unlink(missing_ok=True)
+        self._file.unlink()
         self.offset_index.delete()
         self.time_index.delete()
 

@@ -14,7 +14,12 @@ Rules this module keeps:
   lock, and a descriptor in use is never closed, so a write on the append writer's thread or a
   read on the cleaner's never meets a closed descriptor or one whose number was reused.
 - A file reopens with the flags it was opened with (read-write, append), at its current path: a
-  rename goes through :meth:`SegmentFile.rename`, under the same lock as the reopening.
+  rename goes through :meth:`SegmentFile.rename`, under the same lock as the reopening. What is
+  opened by path must be the same file: a segment deleted by truncation can have a successor of
+  the same base offset, hence the same name (and, its inode freed, the same inode number), and a
+  slice of the old one must never read the new one. A file removed through :meth:`unlink` is
+  never opened again; one opened by path must have the device and inode noted when the object was
+  made.
 - Closing a descriptor loses nothing unsynced: fsync syncs the file, whichever descriptor asks.
 """
 
@@ -67,7 +72,7 @@ def open_segment_files() -> int:
 class SegmentFile:
     """The ``.log`` file of one segment; its descriptor comes and goes, the file stays."""
 
-    __slots__ = ("_closed", "_fd", "_users", "path")
+    __slots__ = ("_closed", "_fd", "_identity", "_unlinked", "_users", "path")
 
     def __init__(self, path: Path, fd: int) -> None:
         """Take over ``fd``, an open read-write, append descriptor of ``path``."""
@@ -75,6 +80,10 @@ class SegmentFile:
         self._fd: int | None = fd
         self._users = 0
         self._closed = False
+        self._unlinked = False
+        stat = os.fstat(fd)
+        #: The file's device and inode: whatever is opened again by path must be this file.
+        self._identity = (stat.st_dev, stat.st_ino)
         with _lock:
             _open[self] = None
             _make_room_locked(self)
@@ -113,13 +122,20 @@ class SegmentFile:
             if self._fd is not None:
                 _open.move_to_end(self)
                 return os.dup(self._fd)
-            return os.open(self.path, os.O_RDONLY)
+            return self._open_same_file(os.O_RDONLY)
 
     def rename(self, target: Path) -> None:
         """``os.replace`` the file to ``target``; it reopens there from now on."""
         with _lock:
             os.replace(self.path, target)
             self.path = target
+
+    def unlink(self) -> None:
+        """Close for good and remove the file; nothing opens its name for this object again."""
+        self.close()
+        with _lock:
+            self._unlinked = True
+            self.path.unlink(missing_ok=True)
 
     def close(self) -> None:
         """Release the descriptor for good; further uses raise (idempotent)."""
@@ -132,11 +148,22 @@ class SegmentFile:
 
     # --- the budget (callers hold _lock) ----------------------------------------------------------
 
+    def _open_same_file(self, flags: int) -> int:
+        """Open :attr:`path`; raise FileNotFoundError when the file was removed or another took its name."""
+        if self._unlinked:
+            raise FileNotFoundError(f"{self.path} was deleted")
+        fd = os.open(self.path, flags)
+        stat = os.fstat(fd)
+        if (stat.st_dev, stat.st_ino) != self._identity:
+            os.close(fd)
+            raise FileNotFoundError(f"{self.path} is another file now: this segment's was deleted")
+        return fd
+
     def _open_locked(self) -> int:
         if self._closed:
             raise ValueError(f"segment {self.path} is closed")
         if self._fd is None:
-            self._fd = os.open(self.path, _FLAGS)
+            self._fd = self._open_same_file(_FLAGS)
             _open[self] = None
             _make_room_locked(self)
         else:

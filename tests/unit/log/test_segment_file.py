@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from barnabas.log import LogConfig, PartitionLog, index_file
+from barnabas.log import FileSlice, LogConfig, LogError, PartitionLog, index_file
 from barnabas.log.segment_file import SegmentFile, open_segment_files, set_max_open
 
 from .batches import T0, make_batch, offsets
@@ -124,3 +124,30 @@ def test_partitions_past_the_budget_append_roll_truncate_and_recover(tmp_path: P
             offset = found[-1] + 1
         assert read == list(range(10))
         log.close()
+
+
+def test_a_slice_never_reads_the_successor_that_took_its_deleted_segments_name(tmp_path: Path) -> None:
+    """A segment deleted by a truncation can be followed by a new one of the same base offset (same name)."""
+    old = create(tmp_path, base=100)
+    fill(old, 3)
+    sliced = FileSlice(old, 0, old.size)
+    assert offsets(sliced.read()) == list(range(100, 109))
+    old.delete()  # a truncation below its base offset
+    successor = create(tmp_path, base=100)
+    fill(successor, 5)  # other records at the same name and positions
+    with pytest.raises(LogError, match="was deleted"):
+        sliced.open()
+    successor.close()
+
+
+def test_a_descriptor_given_back_never_reopens_another_file_at_its_name(tmp_path: Path, budget: int) -> None:
+    segment = create(tmp_path)
+    fill(segment, 1)
+    others = [create(tmp_path, base=1000 * (i + 1)) for i in range(budget)]  # its descriptor is given back
+    impostor = tmp_path / "impostor"
+    impostor.write_bytes(b"x" * segment.size)
+    os.replace(impostor, segment.path)  # (nothing in the broker does this; a reopen must notice)
+    with pytest.raises(FileNotFoundError, match="another file"):
+        segment.read(0, segment.size)
+    for s in [segment, *others]:
+        s.close()
