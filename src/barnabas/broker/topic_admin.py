@@ -182,12 +182,19 @@ async def create_topic(
 
 
 def _create_local_logs(
-    state: NodeState, topic: Topic, replicas: Mapping[int, Sequence[int]], config: LogConfig
+    state: NodeState, topic: Topic, replicas: Mapping[int, Sequence[int]], config: LogConfig | None = None
 ) -> None:
+    """Create this broker's missing logs among ``replicas``, with ``config`` (default: the topic's stored
+    config, worked out only when a log is missing: most reconcile passes create nothing)."""
+    me = state.broker_id
+    missing = [p for p, brokers in replicas.items() if me in brokers and state.logs.get(topic.name, p) is None]
+    if not missing:
+        return
+    if config is None:
+        config = stored_log_config(state.config, topic)
     now_ms = state.now_ms()
-    for partition, brokers in replicas.items():
-        if state.broker_id in brokers and state.logs.get(topic.name, partition) is None:
-            state.logs.create(topic.name, partition, topic.topic_id, config, now_ms)
+    for partition in missing:
+        state.logs.create(topic.name, partition, topic.topic_id, config, now_ms)
 
 
 async def delete_topic(state: NodeState, name: str) -> Topic:
@@ -353,8 +360,4 @@ def reconcile_local_logs(
             log.info("removing local log %s-%d: its topic no longer exists", name, partition)
             state.logs.delete_topic_partition(name, partition, state.now_ms())
     for topic in {id(t): t for t in expected.values()}.values():
-        missing = {
-            p: r for p, r in topic.assignment.items() if state.broker_id in r and state.logs.get(topic.name, p) is None
-        }
-        if missing:  # (the topic's log config is worked out only then: most passes create nothing)
-            _create_local_logs(state, topic, missing, stored_log_config(state.config, topic))
+        _create_local_logs(state, topic, topic.assignment)

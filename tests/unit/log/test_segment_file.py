@@ -13,6 +13,7 @@ from barnabas.log import FileSlice, LogConfig, LogError, PartitionLog, index_fil
 from barnabas.log.segment_file import SegmentFile, open_segment_files, set_max_open
 
 from .batches import T0, make_batch, offsets
+from .test_index_file import open_descriptors
 from .test_segment import append, create, fill
 
 BUDGET = 8
@@ -23,10 +24,6 @@ def budget() -> Iterator[int]:
     set_max_open(BUDGET)
     yield BUDGET
     set_max_open(None)
-
-
-def open_descriptors() -> int:
-    return len(os.listdir("/proc/self/fd"))
 
 
 def test_many_segments_written_in_turn_hold_at_most_the_budget_and_keep_every_batch(
