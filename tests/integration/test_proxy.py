@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.metadata.v12.request import MetadataRequest
 
-from barnabas.protocol import build_record_batch, decode_batch_records, make, request_class
+from barnabas.protocol import ErrorCode, build_record_batch, decode_batch_records, make, request_class
 from barnabas.testing import BrokerCluster, ProxySet
 from tests.interop.common import problems_in
 from tests.support.interop_tools import JAVA_DIR, JAVA_TOOLS, NODE_DIR, REPO, build_tools, java_command
@@ -397,6 +397,36 @@ def test_killing_a_partition_leader_loses_no_acknowledged_record(cluster: Broker
     values = read_back(proxies.nodes[1].bootstrap, topic)
     missing = set(acked) - set(values)
     assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["one-leader", "split"])
+def test_a_produce_written_to_a_broker_that_then_fails_is_answered_request_timed_out(
+    cluster: BrokerCluster, tmp_path: Path, split: bool
+) -> None:
+    """The proxy wrote the records to their leader, which never answered (SIGSTOP outlives the proxy's
+    request.timeout.ms): they may be appended once it wakes, so the client must retry them as possibly
+    persisted (REQUEST_TIMED_OUT), not as refused (NOT_LEADER_OR_FOLLOWER: an idempotent producer
+    timing them out would take them as never written). A partition led elsewhere is answered as usual."""
+    proxies = ProxySet(tmp_path, cluster.bootstrap, 1, properties={"request.timeout.ms": "500"})
+    proxies.start()
+    try:
+        topic = new_topic(cluster, "hung")
+        leaders = {p: cluster.leader_of(topic, p) for p in range(PARTITIONS)}
+        victim = leaders[0]
+        others = [p for p, leader in leaders.items() if leader != victim]
+        order = [0, others[0]] if split else [0]
+        node = proxies.nodes[0]
+        with RawKafkaClient.connect(node.host, node.port) as client:
+            body, _ = _produce_all(8, topic, order, 1, "hung")
+            cluster.pause(victim)
+            try:
+                (answer,) = client.request(PRODUCE, 8, body).responses
+            finally:
+                cluster.resume(victim)
+        codes = {p.index: p.error_code for p in answer.partition_responses}
+        assert codes == {0: ErrorCode.request_timed_out, **dict.fromkeys(order[1:], ErrorCode.none)}
+    finally:
+        proxies.stop()
 
 
 def read_back(bootstrap: str, topic: str) -> list[bytes]:

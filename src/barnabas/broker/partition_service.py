@@ -28,7 +28,7 @@ import logging
 from typing import NamedTuple
 
 from barnabas.cluster import PartitionState
-from barnabas.log import PartitionLog, PendingAppend
+from barnabas.log import OutOfOrderSequenceError, PartitionLog, PendingAppend
 from barnabas.protocol import CorruptRecordError, ErrorCode, KafkaRecordError, ProducePartitionResult
 
 from .errors import error_code_for
@@ -66,6 +66,9 @@ def _error_result(topic_name: str, index: int, exc: BaseException) -> ProducePar
     if isinstance(exc, CorruptRecordError):
         log.warning("rejected a batch for %s-%d: %s", topic_name, index, exc)
         return append_failure(index, ErrorCode.corrupt_message, str(exc))
+    if isinstance(exc, OutOfOrderSequenceError):
+        # Fatal to an idempotent producer whose earlier batches were all acknowledged: worth a line.
+        log.info("rejected a batch for %s-%d: %s", topic_name, index, exc)
     code = error_code_for(exc)
     if code is ErrorCode.unknown_server_error or code is ErrorCode.kafka_storage_error:
         log.error("append to %s-%d failed", topic_name, index, exc_info=exc)

@@ -11,7 +11,11 @@ answers to a split Fetch are merged as slices of the brokers' frames unless one 
 
 A broker that cannot be reached, or answers that it no longer leads, makes the proxy read the
 cluster's metadata again; the client gets the retriable error Kafka would give
-(NOT_LEADER_OR_FOLLOWER, COORDINATOR_NOT_AVAILABLE, a broker's own answer), never a hang.
+(NOT_LEADER_OR_FOLLOWER, COORDINATOR_NOT_AVAILABLE, a broker's own answer), never a hang. A
+Produce part written to a broker whose connection then failed may have been appended: its
+partitions answer REQUEST_TIMED_OUT, which clients retry as possibly persisted (what a client
+talking to the broker itself makes of the lost connection); NOT_LEADER_OR_FOLLOWER says nothing
+was written, and an idempotent producer that times such records out would take them as lost.
 """
 
 from __future__ import annotations
@@ -113,6 +117,10 @@ def _keep(frame: bytes | memoryview) -> None:
 
 class CloseConnectionError(Exception):
     """The request must not be answered: close the client's connection (the message says why)."""
+
+
+class UnsentError(BrokerConnectionError):
+    """The broker connection failed before the request was written: nothing of it reached the broker."""
 
 
 class Router:
@@ -227,9 +235,12 @@ class Router:
             BrokerConnectionError: the broker cannot be reached (the view is refreshed soon).
         """
         try:
-            client = await self.links.get(broker.address)
-            await turn.wait()
-            pending = client.relay_nowait(frame, expect_response=expect, timeout_s=timeout_s)
+            try:
+                client = await self.links.get(broker.address)
+                await turn.wait()
+                pending = client.relay_nowait(frame, expect_response=expect, timeout_s=timeout_s)
+            except BrokerConnectionError as exc:
+                raise UnsentError(str(exc)) from exc
             turn.end()
             return await pending
         except BrokerConnectionError:
@@ -256,13 +267,14 @@ class Router:
     async def _write_all(
         self, turn: Turn, calls: Sequence[tuple[BrokerAddress, Callable[[KafkaClient], Awaitable[Any]]]]
     ) -> list[Any]:
-        """``write(client)`` for each broker's client, all in ``turn``; each result, or its BrokerConnectionError."""
+        """``write(client)`` for each broker's client, all in ``turn``; each result, or its BrokerConnectionError
+        (an UnsentError when nothing was written)."""
         clients: list[KafkaClient | BrokerConnectionError] = []
         for broker, _ in calls:
             try:
                 clients.append(await self.links.get(broker.address))
             except BrokerConnectionError as exc:
-                clients.append(exc)
+                clients.append(UnsentError(str(exc)))
         await turn.wait()
         pending: list[Awaitable[Any]] = []
         for client, (_, write) in zip(clients, calls, strict=True):
@@ -271,7 +283,7 @@ class Router:
                     raise client
                 pending.append(write(client))
             except BrokerConnectionError as exc:
-                pending.append(_failed(exc))
+                pending.append(_failed(exc if isinstance(exc, UnsentError) else UnsentError(str(exc))))
         turn.end()
         results = list(await asyncio.gather(*pending, return_exceptions=True))
         for (broker, _), result in zip(calls, results, strict=True):
@@ -505,7 +517,7 @@ class Router:
         answered = []
         for (broker, sub, _), result in zip(calls, results, strict=True):
             if isinstance(result, BaseException):
-                _fail_all(spec, sub, failed)
+                _fail_all(spec, sub, failed, _failure_code(api_key, result))
             else:
                 answered.append((broker, sub, result))
         if len(answered) == len(calls):
@@ -560,7 +572,7 @@ class Router:
                     "broker %s answered %s that does not decode: %s", broker.address, api_name(spec.api_key), exc
                 )
                 self._broker_failed(broker)
-                _fail_all(spec, sub, failed)
+                _fail_all(spec, sub, failed, _failure_code(spec.api_key, exc))
                 continue
             answers.append(response)
             if _has_stale_partition(spec.response_topics, spec.response_partitions, response):
@@ -593,8 +605,8 @@ class Router:
         names a node (a KIP-951 new leader, a KIP-392 preferred replica), which is decoded and rewritten."""
         try:
             payload = await self._relay(turn, broker, frame, expect=expect, timeout_s=timeout_s)
-        except BrokerConnectionError:
-            return self._all_failed(frame) if expect else None
+        except BrokerConnectionError as exc:
+            return self._all_failed(frame, _failure_code(peek_header(frame)[0], exc)) if expect else None
         if payload is None:
             return None
         api_key, version, _ = peek_header(frame)
@@ -609,11 +621,14 @@ class Router:
                 return encode_response(correlation_id, rewrite_produce(response, version, self.view, self.nodes))
         return _client_answer(payload, correlation_id)
 
-    def _all_failed(self, frame: bytes | memoryview) -> bytes:
-        """Every partition of the request answered NOT_LEADER_OR_FOLLOWER: its leader is unreachable."""
+    def _all_failed(self, frame: bytes | memoryview, code: ErrorCode) -> bytes:
+        """Every partition of the request answered ``code``: its leader's connection failed."""
         api_key, version, correlation_id = peek_header(frame)
         body = _decode(frame).body
-        return encode_response(correlation_id, merge(PARTITIONED[api_key], version, body, [], {}))
+        spec = PARTITIONED[api_key]
+        failed: dict[tuple[Any, int], ErrorCode] = {}
+        _fail_all(spec, body, failed, code)
+        return encode_response(correlation_id, merge(spec, version, body, [], failed))
 
     async def _place_all(self, body: Any, spec: Partitioned) -> dict[tuple[Any, int], BrokerAddress | None]:
         """Each (topic, partition) of the request and its leader (None: not known even after a refresh)."""
@@ -697,11 +712,19 @@ def _sub_frame(api_key: int, version: int, client_id: str | None, sub: Any) -> R
     return memoryview(encode_request(api_key, version, 0, client_id, sub))[4:]
 
 
-def _fail_all(spec: Partitioned, sub: Any, failed: dict[tuple[Any, int], ErrorCode]) -> None:
-    """Every partition of ``sub`` answered NOT_LEADER_OR_FOLLOWER: its broker failed."""
+def _fail_all(spec: Partitioned, sub: Any, failed: dict[tuple[Any, int], ErrorCode], code: ErrorCode) -> None:
+    """Every partition of ``sub`` answered ``code``: its broker failed."""
     for topic in getattr(sub, spec.topics):
         for partition in getattr(topic, spec.partitions):
-            failed[(getattr(topic, spec.topic), partition_index(spec, partition))] = ErrorCode.not_leader_or_follower
+            failed[(getattr(topic, spec.topic), partition_index(spec, partition))] = code
+
+
+def _failure_code(api_key: int, exc: BaseException) -> ErrorCode:
+    """What a partition whose broker connection failed answers: REQUEST_TIMED_OUT for a Produce that was
+    written (it may have been appended), NOT_LEADER_OR_FOLLOWER otherwise (refresh and send again)."""
+    if api_key == PRODUCE and not isinstance(exc, UnsentError):
+        return ErrorCode.request_timed_out
+    return ErrorCode.not_leader_or_follower
 
 
 def _requester(api_key: int, version: int, body: Any, timeout_s: float) -> Callable[[KafkaClient], Awaitable[Any]]:
