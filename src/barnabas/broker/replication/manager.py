@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from barnabas.cluster import PartitionState, describe_partitions
@@ -171,56 +171,50 @@ class ReplicaManager:
         partitions as topics of 100 made that quadratic). Every full pass (each watch event)
         still covers everything, those topics included.
         """
-        for tp in self._begin_pass(topics):
-            self._reconcile_partition(tp)
-        self._end_pass()
+        for _ in self._pass(topics):
+            pass
 
     async def _reconcile_in_slices(self) -> None:
         """A full :meth:`reconcile` that lets the event loop run every ``RECONCILE_SLICE_S``.
 
         Leading 33,000 partitions at once (a broker that registered again after a restart) took
         16 s in one go: the event loop renewed no coordination session meanwhile, the broker lost
-        it, and the next election started the same again. Local logs and topic copies are brought
-        in line a topic at a time (creating the logs of a topic another broker made takes a
-        while), and each partition is looked up afresh when its turn comes; what changes
-        meanwhile wakes another pass.
+        it, and the next election started the same again.
+        """
+        slices = TimeSlices(RECONCILE_SLICE_S)
+        for _ in self._pass(None):
+            if slices.due():
+                await asyncio.sleep(0)
+
+    def _pass(self, topics: Collection[str] | None) -> Iterator[None]:
+        """One reconcile pass (over ``topics`` when given, else everything), a step per topic and partition.
+
+        Local logs and topic copies are brought in line a topic at a time (creating the logs of a
+        topic another broker made takes a while), and each partition is looked up afresh when its
+        turn comes: whoever drives the steps may let other work run between them, and what
+        changes meanwhile wakes another pass. Only a full pass drops what is no longer this
+        broker's and applies changed topic configs.
         """
         state = self.state
-        slices = TimeSlices(RECONCILE_SLICE_S)
+        wanted = None if topics is None else set(topics)
         local: dict[str, list[TopicPartition]] = {}
         for held in state.logs.partitions():
-            local.setdefault(held.topic, []).append(held)
-        for name in sorted(set(state.topics.topics) | set(local)):
-            if slices.due():
-                await asyncio.sleep(0)
+            if wanted is None or held.topic in wanted:
+                local.setdefault(held.topic, []).append(held)
+        for name in sorted(set(state.topics.topics) | set(local) if wanted is None else wanted):
+            yield
             reconcile_local_logs(state, [name], local.get(name, []))
             self._topic_documents.sync(state.topics.topics, only=[name])
-        self._topic_documents.forget_gone()
-        self._apply_configs()
-        mine = self._mine(list(state.topics.topics))
-        self._drop_all_but(mine)
+        stored = state.topics.topics
+        mine = self._mine([name for name in (stored if wanted is None else wanted) if name in stored])
+        if wanted is None:
+            self._topic_documents.forget_gone()
+            self._apply_configs()
+            self._drop_all_but(mine)
         for tp in mine:
-            if slices.due():
-                await asyncio.sleep(0)
+            yield
             self._reconcile_partition(tp)
         self._end_pass()
-
-    def _begin_pass(self, topics: Collection[str] | None) -> list[TopicPartition]:
-        """Drop what is no longer this broker's, bring logs and topic copies in line (those of
-        ``topics`` when given); the partitions to visit."""
-        state = self.state
-        stored = state.topics.topics
-        names = list(stored) if topics is None else [name for name in topics if name in stored]
-        mine = self._mine(names)
-        if topics is None:
-            self._drop_all_but(mine)
-            reconcile_local_logs(state)
-            self._topic_documents.sync(stored)
-            self._apply_configs()
-        else:
-            reconcile_local_logs(state, topics)
-            self._topic_documents.sync(stored, only=names)
-        return mine
 
     def _mine(self, names: Collection[str]) -> list[TopicPartition]:
         """The partitions of the stored topics ``names`` this broker holds a replica of."""
