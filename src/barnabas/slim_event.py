@@ -9,6 +9,7 @@ task waits, which for a connection's events is at most one or two at a time.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 __all__ = ["SlimEvent"]
 
@@ -37,6 +38,18 @@ class SlimEvent:
 
     def clear(self) -> None:
         self._value = False
+
+    def call_when_set(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once the flag is set: now if it is, else soon after :meth:`set`."""
+        if self._value:
+            callback()
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiter.add_done_callback(lambda _: callback())
+        if self._waiters is None:
+            self._waiters = [waiter]
+        else:
+            self._waiters.append(waiter)
 
     async def wait(self) -> None:
         """Return once the flag is set (at once if it is)."""

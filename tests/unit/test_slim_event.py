@@ -1,4 +1,4 @@
-"""SlimEvent behaves as asyncio.Event for set, clear, is_set and wait, waiters cancelled included."""
+"""SlimEvent behaves as asyncio.Event (set, clear, is_set, wait, cancelled waiters) and calls back once set."""
 
 from __future__ import annotations
 
@@ -70,5 +70,21 @@ def test_set_twice_and_a_waiter_after_set_then_clear() -> None:
         await asyncio.sleep(0)
         event.set()
         await asyncio.wait_for(waiter, 1)
+
+    run(scenario)
+
+
+def test_call_when_set_calls_at_once_when_set_else_after_set() -> None:
+    async def scenario() -> None:
+        calls: list[str] = []
+        SlimEvent(True).call_when_set(lambda: calls.append("already set"))
+        assert calls == ["already set"]
+        event = SlimEvent()
+        event.call_when_set(lambda: calls.append("later"))
+        await asyncio.sleep(0)
+        assert calls == ["already set"]
+        event.set()
+        await asyncio.sleep(0)
+        assert calls == ["already set", "later"]
 
     run(scenario)

@@ -6,6 +6,12 @@ partition, or two offset commits of one group, must reach the broker in the orde
 sent. Each request gets a :class:`Turn`; it may do what it likes before writing to a broker (decode,
 look up a leader, connect), then waits for the previous request's turn to end, writes every
 broker request it needs at once, and ends its own turn.
+
+A turn counts as ended only once every earlier one has: a request that writes nothing (its
+broker refused the connection) ends at once, and the request after it must still wait for the
+ones before it. Otherwise a Produce could overtake an earlier one of the same partition that was
+still looking up its leader, and an idempotent producer's later sequence would reach the broker
+first (OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to it).
 """
 
 from __future__ import annotations
@@ -28,8 +34,12 @@ class Turn:
             await self._after.wait()
 
     def end(self) -> None:
-        """This request has written everything it will write (or never will): the next may go."""
-        self._done.set()
+        """This request has written everything it will write (or never will): the next may go once
+        every earlier request has too."""
+        if self._after is None or self._after.is_set():
+            self._done.set()
+        else:
+            self._after.call_when_set(self._done.set)
 
 
 class TurnChain:

@@ -77,3 +77,35 @@ def test_ending_twice_is_harmless() -> None:
         await third.wait()
 
     run(main)
+
+
+def test_a_turn_ended_without_writing_does_not_let_the_next_overtake_an_earlier_one() -> None:
+    """A request that fails before its turn (its broker refused the connection) ends its turn at once;
+    the request after it must still wait for every earlier one, not only for it: a Produce of
+    sequence 89 overtook one of sequence 88 that still waited, and the broker refused it as out of
+    order (fatal to an idempotent producer)."""
+
+    async def main() -> None:
+        chain = TurnChain()
+        first, second, third, fourth = chain.next(), chain.next(), chain.next(), chain.next()
+        written: list[str] = []
+
+        async def request(name: str, turn_wait: Callable[[], Awaitable[None]]) -> None:
+            await turn_wait()
+            written.append(name)
+
+        waiting = [
+            asyncio.create_task(request("second", second.wait)),
+            asyncio.create_task(request("fourth", fourth.wait)),
+        ]
+        third.end()  # failed before its turn came: wrote nothing
+        await settle()
+        assert written == []  # the fourth waits for the second, which waits for the first
+        first.end()
+        await settle()
+        assert written == ["second"]  # the second has not ended: the fourth still waits
+        second.end()
+        await asyncio.gather(*waiting)
+        assert written == ["second", "fourth"]
+
+    run(main)
