@@ -9,9 +9,9 @@ broker request it needs at once, and ends its own turn.
 
 A turn counts as ended only once every earlier one has: a request that writes nothing (its
 broker refused the connection) ends at once, and the request after it must still wait for the
-ones before it. Otherwise a Produce could overtake an earlier one of the same partition that was
-still looking up its leader, and an idempotent producer's later sequence would reach the broker
-first (OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to it).
+ones before it. Otherwise a Produce could overtake an earlier one of the same partition still
+waiting for its turn (behind a Metadata request refreshing the proxy's view), and an idempotent
+producer's later sequence would reach the broker first (OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to it).
 """
 
 from __future__ import annotations

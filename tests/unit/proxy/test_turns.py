@@ -82,8 +82,8 @@ def test_ending_twice_is_harmless() -> None:
 def test_a_turn_ended_without_writing_does_not_let_the_next_overtake_an_earlier_one() -> None:
     """A request that fails before its turn (its broker refused the connection) ends its turn at once;
     the request after it must still wait for every earlier one, not only for it: a Produce of
-    sequence 89 overtook one of sequence 88 that still waited, and the broker refused it as out of
-    order (fatal to an idempotent producer)."""
+    sequence 100 overtook one of sequence 97 that still waited behind a Metadata request, and the
+    broker refused it as out of order (fatal to an idempotent producer)."""
 
     async def main() -> None:
         chain = TurnChain()
