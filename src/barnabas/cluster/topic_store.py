@@ -31,6 +31,7 @@ Rules this module keeps:
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import dataclasses
@@ -40,6 +41,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from barnabas.coordination import Check, Delete, Fence, KeyExistsError, Put, Storage, VersionConflictError, Versioned
+from barnabas.time_slices import TimeSlices
 
 from .model import PartitionState, Topic
 from .stored_values import CorruptValueError, text_value
@@ -218,6 +220,7 @@ class TopicStore:
                 break
             if attempt == LOAD_ATTEMPTS - 1:
                 log.info("topic metadata kept changing during %d loads; keeping what changed meanwhile", LOAD_ATTEMPTS)
+        decoded = await self._decode_states(states)
         for name in learned.topics:  # what the cache learned while listing is at least as new as the listing
             if name in self.topics:
                 parsed[name] = (self.topics[name], self._versions[name])
@@ -233,7 +236,7 @@ class TopicStore:
             tp = _parse_partition_key(key)
             if tp is None:
                 continue
-            state, version = self._state_of(tp, versioned), versioned.version
+            state, version = self._state_if_of(tp, decoded[key]), versioned.version
             if state is None and key in self.unreadable and tp in cached:
                 state, version = cached[tp], cached_versions[tp]  # keep what was last read
             if state is not None:
@@ -248,10 +251,26 @@ class TopicStore:
         self.generation += 1
         self._loads_done += 1
 
+    async def _decode_states(self, states: Mapping[str, Versioned]) -> dict[str, PartitionState | None]:
+        """Each listed partition state decoded (None: unreadable), letting the event loop run every
+        ``SLICE_S``: 100,000 of them took seconds, and a broker that had just registered held its event
+        loop that long while it loaded, its coordination session unrenewed. What changes meanwhile is
+        what the load learns (``_Learned``), as during the listings."""
+        decoded: dict[str, PartitionState | None] = {}
+        slices = TimeSlices()
+        for key, versioned in states.items():
+            if slices.due():
+                await asyncio.sleep(0)
+            decoded[key] = self._read_state(key, versioned)
+        return decoded
+
     def _state_of(self, tp: tuple[str, int], versioned: Versioned) -> PartitionState | None:
         """The stored state if it belongs to the cached topic of that name (else an orphan, or unreadable: None)."""
+        return self._state_if_of(tp, self._read_state(_partition_key(*tp), versioned))
+
+    def _state_if_of(self, tp: tuple[str, int], state: PartitionState | None) -> PartitionState | None:
+        """``state`` if it belongs to the cached topic of ``tp``'s name, else None (an orphan)."""
         topic = self.topics.get(tp[0])
-        state = self._read_state(_partition_key(*tp), versioned)
         return state if topic is not None and state is not None and _of(topic, tp, state) else None
 
     async def refresh(self, keys: Iterable[str]) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from barnabas import time_slices
 from barnabas.cluster.model import PartitionState, Topic
 from barnabas.cluster.topic_store import (
     LOAD_ATTEMPTS,
@@ -337,3 +338,78 @@ def test_a_restored_topic_is_stored_with_its_states_and_a_second_restorer_finds_
     assert set(states) == {("ledger", 0), ("ledger", 1)}
     assert all(s.recovered == {} and s.leader == -1 for s in states.values())
     assert config == {"retention.ms"}, "the first restorer's document stands"
+
+
+def test_a_load_lets_other_tasks_run_while_it_decodes_the_partition_states(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """100,000 states took seconds to decode: a broker that had just registered held its event loop
+    that long, its coordination session unrenewed. With a slice of zero, other tasks run between them."""
+    monkeypatch.setattr(time_slices, "SLICE_S", 0.0)
+
+    async def scenario() -> set[int]:
+        storage = await open_storage(f"sqlite://{tmp_path / 'c.db'}")
+        try:
+            await TopicStore(storage).create(*_topic("wide", 200))
+            view = TopicStore(storage)
+            ticks = 0
+            seen_at_decode: set[int] = set()
+            read_state = view._read_state
+
+            def counting_read_state(key: str, versioned: Versioned) -> PartitionState | None:
+                seen_at_decode.add(ticks)
+                return read_state(key, versioned)
+
+            view._read_state = counting_read_state  # type: ignore[method-assign]
+            loading = asyncio.ensure_future(view.load())
+            while not loading.done():
+                ticks += 1
+                await asyncio.sleep(0)
+            await loading
+            assert len(view.states) == 200
+            return seen_at_decode
+        finally:
+            await storage.close()
+
+    seen = asyncio.run(scenario())
+    assert len(seen) > 100, f"the decodes ran in {len(seen)} slices"
+
+
+def test_a_state_changed_while_a_load_decodes_keeps_its_newer_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the watch reads while a load decodes (the watches' resync at start) is newer than the load's
+    listing, as during the listings."""
+    monkeypatch.setattr(time_slices, "SLICE_S", 0.0)
+
+    async def scenario() -> tuple[PartitionState, PartitionState]:
+        storage = await open_storage(f"sqlite://{tmp_path / 'c.db'}")
+        try:
+            elsewhere = TopicStore(storage)
+            await elsewhere.create(*_topic("wide", 2_000))
+            await elsewhere.load()
+            view = TopicStore(storage)
+            await view.load()  # the broker's first load, before its watches start
+            decoding = asyncio.Event()
+            read_state = view._read_state
+
+            def noting_read_state(key: str, versioned: Versioned) -> PartitionState | None:
+                decoding.set()
+                return read_state(key, versioned)
+
+            view._read_state = noting_read_state  # type: ignore[method-assign]
+            loading = asyncio.ensure_future(view.load())
+            await decoding.wait()
+            version = elsewhere.state_version("wide", 7)
+            assert version is not None
+            changed = elsewhere.states[("wide", 7)].with_isr((0,), {0: 5})
+            await elsewhere.update_state("wide", 7, changed, version)
+            await view.refresh([f"{PARTITIONS_PREFIX}wide/7"])  # what the watch does on the change
+            assert not loading.done(), "the load was still decoding when the change was read"
+            await loading
+            return view.states[("wide", 7)], changed
+        finally:
+            await storage.close()
+
+    cached, changed = asyncio.run(scenario())
+    assert cached == changed
