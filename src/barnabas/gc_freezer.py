@@ -13,6 +13,12 @@ Objects made later (partitions created on a running broker) would be walked by e
 collection until that round: 233-339 ms every ~20 s after 10,000 partitions were created. So the
 survivors of every automatic full collection are frozen as soon as it ends; each such collection
 walks only what was made since the one before.
+
+The first collection walks everything a broker loaded: about a second at 33,000 partitions. The
+broker runs it once its logs are loaded and before it registers (``Broker(on_logs_loaded=...)``),
+while no coordination session waits on the event loop; the freezer's first round then only
+freezes what the start made since (``collect_first=False``): run after registering, that collection
+held a restarted broker's event loop long enough to lose its session.
 """
 
 from __future__ import annotations
@@ -49,13 +55,18 @@ def _freeze_after_full_collection(phase: str, info: dict[str, Any]) -> None:
         gc.freeze()
 
 
-async def freeze_survivors(interval_s: float = FREEZE_INTERVAL_S) -> None:
+async def freeze_survivors(interval_s: float = FREEZE_INTERVAL_S, *, collect_first: bool = True) -> None:
     """Freeze the survivors of a full collection now, after every full collection, and every ``interval_s``.
 
+    With ``collect_first`` False the first round freezes every object there is without a collection
+    (a :func:`freeze_once` ran a moment ago; the few cycles made since wait for the next round).
     Run as a task; it never returns, and its cancellation stops the freezing after full collections.
     """
     gc.callbacks.append(_freeze_after_full_collection)
     try:
+        if not collect_first:
+            gc.freeze()
+            await asyncio.sleep(interval_s)
         while True:
             took = freeze_once()
             log.debug("froze %d objects out of automatic collections in %.0f ms", gc.get_freeze_count(), took * 1000)

@@ -81,3 +81,33 @@ def test_what_survives_an_automatic_full_collection_is_frozen_at_once() -> None:
     asyncio.run(while_the_freezer_runs())
     made = made_until_a_full_collection()
     assert id(made[0]) in {id(o) for o in gc.get_objects(generation=2)}, "the stopped freezer froze it"
+
+
+@pytest.fixture
+def no_automatic_collections() -> Iterator[None]:
+    gc.disable()
+    yield
+    gc.enable()
+
+
+@pytest.mark.usefixtures("no_automatic_collections")
+def test_a_first_round_without_collection_freezes_everything_and_collects_nothing() -> None:
+    """The broker collected and froze once its logs were loaded: the freezer's first round after its
+    start only freezes what the start made since, without walking everything again."""
+    first, second = Node(), Node()
+    first.other, second.other = second, first
+    watched = weakref.ref(first)
+    kept = Node()
+    del first, second  # cyclic garbage
+
+    async def first_round() -> None:
+        freezer = asyncio.ensure_future(freeze_survivors(interval_s=3600, collect_first=False))
+        try:
+            await asyncio.sleep(0)
+        finally:
+            freezer.cancel()
+            await asyncio.gather(freezer, return_exceptions=True)
+
+    asyncio.run(first_round())
+    assert all(kept not in gc.get_objects(generation=g) for g in range(3)), "frozen by the first round"
+    assert watched() is not None, "no collection ran: the cycle waits for the next round"

@@ -131,9 +131,13 @@ class Broker:
         clock: Callable[[], float] = time.time,
         *,
         on_admin_listening: Callable[[int], None] | None = None,
+        on_logs_loaded: Callable[[], object] | None = None,
         replace: bool = False,
     ) -> None:
+        """Args: ``on_logs_loaded`` runs once the logs are loaded, before the broker registers: no
+        coordination session waits on the event loop yet (the command line's GC freeze runs there)."""
         self.config = config
+        self._on_logs_loaded = on_logs_loaded
         #: Start on log dirs other than the claimed ones, which are gone for good (``barnabas broker --replace``).
         self.replace = replace
         #: The claim on these log dirs to write once registered (None: it holds as stored).
@@ -230,6 +234,8 @@ class Broker:
         )
         restored = await restore_topics(topics, self._logs) if _store_lost(self._pending_claim, self._logs) else None
         self._logs.load_all(now_ms, {name: stored_log_config(config, topic) for name, topic in topics.topics.items()})
+        if self._on_logs_loaded is not None:
+            self._on_logs_loaded()
         inter_broker = self._listeners.inter_broker_listener
         node = NodeState(
             config=config,

@@ -115,7 +115,7 @@ async def _serve(
     from barnabas.cluster.stored_values import CorruptValueError
     from barnabas.config import ConfigError
     from barnabas.coordination import CoordinationError
-    from barnabas.gc_freezer import freeze_survivors
+    from barnabas.gc_freezer import freeze_once, freeze_survivors
     from barnabas.log.errors import LogError
 
     # Signals are handled from the start: a SIGTERM right after the "listening" line (or while
@@ -127,7 +127,9 @@ async def _serve(
     loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
     try:
         on_admin_listening = None if admin_port_file is None else partial(write_port_file, admin_port_file)
-        broker = Broker(config, on_admin_listening=on_admin_listening, replace=replace)
+        # The logs' objects leave the automatic full collections before the broker registers: the
+        # first collection walks all of them, and afterwards it would hold the new session's renewals.
+        broker = Broker(config, on_admin_listening=on_admin_listening, on_logs_loaded=freeze_once, replace=replace)
         starting = asyncio.ensure_future(broker.start())
         signalled = asyncio.ensure_future(stopping.wait())
         await asyncio.wait({starting, signalled}, return_when=asyncio.FIRST_COMPLETED)
@@ -148,8 +150,8 @@ async def _serve(
         except CliError:
             await broker.stop()
             raise
-    # The logs are loaded: keep their objects out of the automatic full collections from now on.
-    freezer = asyncio.ensure_future(freeze_survivors())
+    # Frozen once the logs were loaded: freeze what the start made since, without walking it all again.
+    freezer = asyncio.ensure_future(freeze_survivors(collect_first=False))
     await stopping.wait()
     log.info("stopping")
     freezer.cancel()
