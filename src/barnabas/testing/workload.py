@@ -212,6 +212,9 @@ class Workload:
         """Everything in the topic, read by a fresh consumer from offset 0 to each partition's end.
 
         Tells acknowledged records that are gone apart from a live consumer that stopped reading.
+        It gives up once no record has come for ``timeout_s``, not after ``timeout_s`` in all: a
+        100-cycle run's 12 million records take longer than a minute to read, and a fixed deadline
+        reported the unread tail as lost.
         """
         consumer = Consumer(
             {"bootstrap.servers": bootstrap, "group.id": f"read-back-{time.monotonic_ns()}", **self._client}
@@ -232,6 +235,7 @@ class Workload:
                 if message is not None and message.error() is None:
                     partition, offset, value = _record(message)
                     found[partition].append((offset, value))
+                    deadline = time.monotonic() + timeout_s
         finally:
             consumer.close()
         return found
