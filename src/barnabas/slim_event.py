@@ -44,22 +44,13 @@ class SlimEvent:
         if self._value:
             callback()
             return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        waiter.add_done_callback(lambda _: callback())
-        if self._waiters is None:
-            self._waiters = [waiter]
-        else:
-            self._waiters.append(waiter)
+        self._new_waiter().add_done_callback(lambda _: callback())
 
     async def wait(self) -> None:
         """Return once the flag is set (at once if it is)."""
         if self._value:
             return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if self._waiters is None:
-            self._waiters = [waiter]
-        else:
-            self._waiters.append(waiter)
+        waiter = self._new_waiter()
         try:
             await waiter
         finally:
@@ -68,3 +59,12 @@ class SlimEvent:
                 waiters.remove(waiter)
                 if not waiters:
                     self._waiters = None
+
+    def _new_waiter(self) -> asyncio.Future[None]:
+        """A future :meth:`set` completes, the waiters' list made only now."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = [waiter]
+        else:
+            self._waiters.append(waiter)
+        return waiter

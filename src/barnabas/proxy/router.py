@@ -269,7 +269,7 @@ class Router:
     ) -> list[Any]:
         """``write(client)`` for each broker's client, all in ``turn``; each result, or its BrokerConnectionError
         (an UnsentError when nothing was written)."""
-        clients: list[KafkaClient | BrokerConnectionError] = []
+        clients: list[KafkaClient | UnsentError] = []
         for broker, _ in calls:
             try:
                 clients.append(await self.links.get(broker.address))
@@ -278,12 +278,13 @@ class Router:
         await turn.wait()
         pending: list[Awaitable[Any]] = []
         for client, (_, write) in zip(clients, calls, strict=True):
+            if isinstance(client, UnsentError):
+                pending.append(_failed(client))
+                continue
             try:
-                if isinstance(client, BrokerConnectionError):
-                    raise client
                 pending.append(write(client))
-            except BrokerConnectionError as exc:
-                pending.append(_failed(exc if isinstance(exc, UnsentError) else UnsentError(str(exc))))
+            except BrokerConnectionError as exc:  # closed before the write: nothing was sent
+                pending.append(_failed(UnsentError(str(exc))))
         turn.end()
         results = list(await asyncio.gather(*pending, return_exceptions=True))
         for (broker, _), result in zip(calls, results, strict=True):

@@ -36,7 +36,7 @@ class Turn:
     def end(self) -> None:
         """This request has written everything it will write (or never will): the next may go once
         every earlier request has too."""
-        if self._after is None or self._after.is_set():
+        if self._after is None:
             self._done.set()
         else:
             self._after.call_when_set(self._done.set)

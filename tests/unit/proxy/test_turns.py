@@ -12,6 +12,12 @@ def run(main: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(asyncio.wait_for(main(), 5))
 
 
+async def write_in_turn(name: str, turn_wait: Callable[[], Awaitable[None]], written: list[str]) -> None:
+    """A request that writes (notes ``name`` in ``written``) once its turn has come."""
+    await turn_wait()
+    written.append(name)
+
+
 async def settle() -> None:
     """Let every task that can run, run."""
     for _ in range(5):
@@ -31,13 +37,9 @@ def test_a_later_turn_waits_until_the_earlier_one_ends() -> None:
         first, second, third = chain.next(), chain.next(), chain.next()
         written: list[str] = []
 
-        async def request(name: str, turn_wait: Callable[[], Awaitable[None]]) -> None:
-            await turn_wait()
-            written.append(name)
-
         later = [
-            asyncio.create_task(request("third", third.wait)),
-            asyncio.create_task(request("second", second.wait)),
+            asyncio.create_task(write_in_turn("third", third.wait, written)),
+            asyncio.create_task(write_in_turn("second", second.wait, written)),
         ]
         await settle()
         assert written == []  # nothing ended: both wait, whatever order they asked in
@@ -90,13 +92,9 @@ def test_a_turn_ended_without_writing_does_not_let_the_next_overtake_an_earlier_
         first, second, third, fourth = chain.next(), chain.next(), chain.next(), chain.next()
         written: list[str] = []
 
-        async def request(name: str, turn_wait: Callable[[], Awaitable[None]]) -> None:
-            await turn_wait()
-            written.append(name)
-
         waiting = [
-            asyncio.create_task(request("second", second.wait)),
-            asyncio.create_task(request("fourth", fourth.wait)),
+            asyncio.create_task(write_in_turn("second", second.wait, written)),
+            asyncio.create_task(write_in_turn("fourth", fourth.wait, written)),
         ]
         third.end()  # failed before its turn came: wrote nothing
         await settle()
