@@ -123,8 +123,8 @@ def test_decommission_moves_every_replica_off_the_broker_and_loses_nothing(clust
     shutil.rmtree(cluster.brokers[2].data_dir)
     cluster.brokers[2].start()
     # It serves before the controller has seen it register: placement counts registered brokers.
-    for broker in cluster.alive():  # each in turn: CreateTopics may go to one that has not heard yet
-        cluster.wait_for(lambda md: len(md.brokers) == 3, "broker 2 registered again", ask=[broker])
+    # Each broker's view: CreateTopics may go to one that has not heard of broker 2 yet.
+    cluster.wait_for_everywhere(lambda md: len(md.brokers) == 3, "broker 2 registered again")
     cluster.create_topic("reused", 3, 3)
 
 

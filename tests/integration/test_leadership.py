@@ -184,7 +184,8 @@ def test_preferred_and_unclean_elections(java_tools: None, cluster: BrokerCluste
     confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
     future = confluent.elect_leaders(ElectionType.PREFERRED, [KafkaTopicPartition("elected", 0)])
     assert future.result(timeout=30)[KafkaTopicPartition("elected", 0)] is None
-    cluster.wait_for(lambda md: md.topics["elected"].partitions[0].leader == 0, "broker 0 leads again")
+    # Each broker's view: ListOffsets goes to the leader a fresh client's Metadata names, from any broker.
+    cluster.wait_for_everywhere(lambda md: md.topics["elected"].partitions[0].leader == 0, "broker 0 leads again")
     expected = [str(i).encode() for i in range(100)] + [str(i).encode() for i in range(20)]
     assert consume_all(cluster.brokers[0].bootstrap, "elected", 0, 120) == expected
     assert end_offsets(cluster.brokers[0].bootstrap, "elected", 0) == (0, 120), "nothing beyond it"

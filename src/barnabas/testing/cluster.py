@@ -108,10 +108,9 @@ class BrokerCluster:
         futures = admin.create_topics([NewTopic(name, partitions, replication_factor, config=config)])
         for future in futures.values():
             future.result(timeout=30)
-        # Every live broker in turn: a new topic's ISR is full from its creation, so the first
-        # broker to list it says nothing of the others, which may not have heard of it yet.
-        for broker in self.alive():
-            self.wait_for(lambda md: self.fully_replicated(md, name), f"{name} led with a full ISR", ask=[broker])
+        # A new topic's ISR is full from its creation, so the first broker to list it says nothing of
+        # the others, which may not have heard of it yet.
+        self.wait_for_everywhere(lambda md: self.fully_replicated(md, name), f"{name} led with a full ISR")
 
     @staticmethod
     def fully_replicated(md: Any, topic: str) -> bool:
@@ -150,6 +149,12 @@ class BrokerCluster:
                 last = {t: [(p.id, p.leader, p.isrs) for p in m.partitions.values()] for t, m in md.topics.items()}
             time.sleep(POLL_S)
         raise TimeoutError(f"timed out waiting for {what}; last seen: {last}")
+
+    def wait_for_everywhere(self, condition: Callable[[Any], bool], what: str, timeout_s: float = 60.0) -> None:
+        """:meth:`wait_for` on each live broker's own Metadata in turn: what a client's next request meets
+        wherever it goes (a broker that has not heard of a change yet answers from before it)."""
+        for broker in self.alive():
+            self.wait_for(condition, what, timeout_s, ask=[broker])
 
     def leader_of(self, topic: str, partition: int) -> int:
         return int(self.metadata().topics[topic].partitions[partition].leader)
