@@ -8,6 +8,7 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -15,6 +16,7 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from barnabas.testing import ServerStartError
 from barnabas.testing.servers.zookeeper import ZooKeeperServer
+from tests.integration.test_admin_endpoint import ADMIN, scrape, total
 from tests.support.cluster import BrokerCluster
 
 pytestmark = pytest.mark.timeout(300)
@@ -198,3 +200,31 @@ def test_added_partitions_continue_the_round_robin(cluster: BrokerCluster) -> No
 
     # A broker that has not read the new partitions yet shows two; one that has must show this placement.
     cluster.wait_for(round_robin, "six partitions placed round robin from partition 0's leader")
+
+
+def test_followers_fetch_through_incremental_sessions(tmp_path: Path) -> None:
+    """Each broker leads one partition of three, so its two followers each keep a fetch session with it,
+    and go on fetching within it (KIP-227): the leader counts incremental fetches."""
+    cluster = BrokerCluster(tmp_path, 3, properties={"min.insync.replicas": "2", **ADMIN}).start()
+    try:
+        cluster.create_topic("sessions", 3, 3)
+        for partition in range(3):
+            assert produce(cluster.bootstrap, "sessions", 100, partition) == [None] * 100
+            assert consume_all(cluster.bootstrap, "sessions", partition, 100) == [str(i).encode() for i in range(100)]
+        first = [scrape(broker.admin_port) for broker in cluster.brokers]
+        sessions = [total(samples, "kafka_server_fetchsessioncache_numincrementalfetchsessions") for samples in first]
+        assert all(count >= 2 for count in sessions), sessions
+
+        def incremental(samples: dict[Any, float]) -> float:
+            return total(samples, "barnabas_fetch_incremental_total")
+
+        # Followers long-poll replica.fetch.wait.max.ms (500 ms) per fetch: their sessions stay in use.
+        deadline = time.monotonic() + 30
+        while True:
+            later = [scrape(broker.admin_port) for broker in cluster.brokers]
+            if all(incremental(b) > incremental(a) for a, b in zip(first, later, strict=True)):
+                break
+            assert time.monotonic() < deadline, "no incremental fetches counted on some leader"
+            time.sleep(0.2)
+    finally:
+        cluster.stop()

@@ -18,7 +18,7 @@ import crc32c
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.create_topics.v7.request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
@@ -138,8 +138,12 @@ def fetch_request(
     min_bytes: int = 1,
     max_wait_ms: int = 0,
     current_leader_epoch: int = -1,
+    session_id: int = 0,
+    session_epoch: int = -1,
+    forgotten: tuple[tuple[str, int], ...] = (),
 ) -> FetchRequest:
-    """Fetch v12 of (topic, partition, offset, partition_max_bytes) entries, in order."""
+    """Fetch v12 of (topic, partition, offset, partition_max_bytes) entries, in order; sessionless unless a
+    ``session_id`` or ``session_epoch`` says otherwise (KIP-227), ``forgotten`` (topic, partition) pairs."""
     topics: dict[str, list[FetchPartition]] = {}
     for topic, partition, offset, partition_max_bytes in partitions:
         topics.setdefault(topic, []).append(
@@ -155,10 +159,10 @@ def fetch_request(
         min_bytes=min_bytes,
         max_bytes=max_bytes,
         isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
+        session_id=session_id,
+        session_epoch=session_epoch,
         topics=tuple(FetchTopic(topic=t, partitions=tuple(p)) for t, p in topics.items()),
-        forgotten_topics_data=(),
+        forgotten_topics_data=tuple(ForgottenTopic(topic=topic, partitions=(index,)) for topic, index in forgotten),
         rack_id="",
     )
 

@@ -54,7 +54,30 @@ def broker_families(state: BrokerState, session_state: Callable[[], SessionState
         ),
         *_connection_limits(state),
         *_client_quotas(state),
+        *_fetch_sessions(state),
     ]
+
+
+def _fetch_sessions(state: BrokerState) -> Iterator[Metric]:
+    sessions = state.node.fetch_sessions
+    yield _gauge(
+        "kafka_server_fetchsessioncache_numincrementalfetchsessions", "Incremental fetch sessions kept.", len(sessions)
+    )
+    yield _gauge(
+        "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+        "Partitions over every incremental fetch session.",
+        sessions.cached_partitions(),
+    )
+    yield CounterMetricFamily(
+        "kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
+        "Fetch sessions evicted to make room for new ones (Kafka's IncrementalFetchSessionEvictionsPerSec).",
+        value=sessions.evictions,
+    )
+    yield CounterMetricFamily(
+        "barnabas_fetch_incremental",
+        "Fetches taken up within an incremental fetch session (KIP-227).",
+        value=sessions.incremental_fetches,
+    )
 
 
 def _connection_limits(state: BrokerState) -> Iterator[Metric]:

@@ -36,6 +36,7 @@ from barnabas.security import PLAINTEXT_CLIENT, ClientSecurity
 
 from .client_quotas import ClientQuotas
 from .connection_limits import ConnectionLimits, QueuedRequests
+from .fetch_sessions import FetchSessionCache
 from .metrics import BrokerMetrics
 from .purgatory import FetchWaiters
 
@@ -97,6 +98,8 @@ class NodeState:
     connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     #: Each client's rates against its quotas (built from ``client_quotas`` and the quota windows).
     quotas: ClientQuotas = field(init=False)
+    #: Consumers' and followers' incremental fetch sessions (KIP-227).
+    fetch_sessions: FetchSessionCache[Any] = field(init=False)
     #: Whole requests read but not yet taken up, over every connection (``queued.max.requests``).
     queued_requests: QueuedRequests = field(init=False)
     #: The brokers new replicas are not placed on (KIP-1066), kept current by the metadata watcher.
@@ -122,6 +125,10 @@ class NodeState:
             controller_window_s=int(config["controller.quota.window.size.seconds"]),
         )
         self.queued_requests = QueuedRequests(int(config["queued.max.requests"]))
+        self.fetch_sessions = FetchSessionCache(
+            int(config["max.incremental.fetch.session.cache.slots"]),
+            int(config["min.incremental.fetch.session.eviction.ms"]),
+        )
         self.cordons = CordonStore(self.storage)
 
     def derived(self) -> dict[Any, Any]:

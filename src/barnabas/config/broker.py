@@ -204,6 +204,11 @@ BROKER_CONFIG_LIST: tuple[ConfigDef, ...] = (
               "A connection with no request in progress and no bytes in or out for this long is closed; negative: "
               "never."),
     ConfigDef("fetch.max.bytes", _I, 57671680, "Largest Fetch response the broker builds.", at_least(1024)),
+    ConfigDef("max.incremental.fetch.session.cache.slots", _I, 1000,
+              "Incremental fetch sessions (KIP-227) the broker keeps at most.", at_least(0)),
+    ConfigDef("min.incremental.fetch.session.eviction.ms", _I, 120000,
+              "How long a fetch session must be unused, or have existed, before a new one may evict it.",
+              at_least(0)),
     ConfigDef("broker.id.generation.enable", _B, True, "Accepted for compatibility; ids come from config or host."),
     *ADMIN_CONFIG_LIST,
     *SSL_CONFIG_LIST,

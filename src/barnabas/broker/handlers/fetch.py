@@ -7,10 +7,10 @@ inside a batch returns that batch; an offset outside [log start, log end] gets
 OFFSET_OUT_OF_RANGE; ``current_leader_epoch`` older than the leader's gets
 FENCED_LEADER_EPOCH, newer gets UNKNOWN_LEADER_EPOCH. The response waits up to ``max_wait``
 until ``min_bytes`` are available, an error is found, or new data arrives that satisfies it.
-Fetch sessions are not kept: every response carries session id 0, which clients treat as
-"send full requests" (KIP-227). Records are answered as segment file ranges
-(``PartitionLog.read_slice``), which the connection sends with sendfile: no record byte is read
-into the broker (Kafka's FileRecords and transferTo).
+Incremental fetch sessions (KIP-227) follow ``barnabas.broker.fetch_sessions``: a session's
+partitions are read in its order and only the changed ones answered. Records are answered as
+segment file ranges (``PartitionLog.read_slice``), which the connection sends with sendfile: no
+record byte is read into the broker (Kafka's FileRecords and transferTo).
 
 A fetch with a replica id is a follower's: it reads up to the log end offset instead of the
 high watermark, and its fetch offset tells the leader how far that follower has come (which
@@ -74,7 +74,7 @@ class FetchRequest:
     max_bytes: int
     isolation_level: int
     topics: tuple[FetchTopic, ...]
-    #: v7+ (KIP-227 fetch sessions, which are not kept: see the module's docstring).
+    #: v7+ (KIP-227 fetch sessions).
     session_id: int = 0
     session_epoch: int = -1
     forgotten_topics_data: tuple[ForgottenTopic, ...] = ()
@@ -127,56 +127,63 @@ def _read_partition(
     )  # fmt: skip
 
 
+Answer = FetchPartitionResult[FileSlice]
+
+
 def _read_all(
     state: PartitionNeeds,
-    body: FetchRequest,
+    wanted: list[tuple[str, FetchPartition]],
     max_bytes: int,
+    *,
+    read_committed: bool,
     replica: tuple[int, int] | None,
     denied: frozenset[str] = frozenset(),
-) -> tuple[list[tuple[str, list[FetchPartitionResult[FileSlice]]]], int, bool]:
-    read_committed = body.isolation_level == 1
+) -> tuple[list[tuple[str, Answer]], int, bool]:
     remaining = max_bytes
     total = 0
     errors = False
     results = []
-    for topic in body.topics:
-        partitions = []
-        for partition in topic.partitions:
-            if topic.topic in denied:
-                partitions.append(_error(partition.partition, ErrorCode.topic_authorization_failed))
-                errors = True
-                continue
-            outcome = _read_partition(
-                state,
-                topic.topic,
-                partition,
-                max(remaining, 0),
-                first=total == 0,
-                read_committed=read_committed,
-                replica=replica,
-            )
-            size = sum(len(chunk) for chunk in outcome.records)
-            total += size
-            remaining -= size
-            errors = errors or outcome.error_code != ErrorCode.none
-            partitions.append(outcome)
-        results.append((topic.topic, partitions))
+    for topic, partition in wanted:
+        if topic in denied:
+            results.append((topic, _error(partition.partition, ErrorCode.topic_authorization_failed)))
+            errors = True
+            continue
+        limit = max(remaining, 0)
+        outcome = _read_partition(
+            state, topic, partition, limit, first=total == 0, read_committed=read_committed, replica=replica
+        )
+        size = sum(len(chunk) for chunk in outcome.records)
+        total += size
+        remaining -= size
+        errors = errors or outcome.error_code != ErrorCode.none
+        results.append((topic, outcome))
     return results, total, errors
 
 
-def _count_bytes_out(state: PartitionNeeds, results: list[tuple[str, list[FetchPartitionResult[FileSlice]]]]) -> None:
+def _by_topic(answers: list[tuple[str, Answer]]) -> list[tuple[str, list[Answer]]]:
+    """Neighbouring partitions of one topic under one topic entry, as Kafka's FetchResponse.of groups them."""
+    topics: list[tuple[str, list[Answer]]] = []
+    for topic, answer in answers:
+        if topics and topics[-1][0] == topic:
+            topics[-1][1].append(answer)
+        else:
+            topics.append((topic, [answer]))
+    return topics
+
+
+def _count_bytes_out(state: PartitionNeeds, answers: list[tuple[str, Answer]]) -> None:
     metrics = state.node.metrics
-    for topic, partitions in results:
-        size = sum(len(chunk) for outcome in partitions for chunk in outcome.records)
+    for topic, outcome in answers:
+        size = sum(len(chunk) for chunk in outcome.records)
         if size:
             metrics.fetched(topic, size)
 
 
-def _denied(state: PartitionNeeds, body: FetchRequest, replica_id: int) -> frozenset[str]:
+def _denied(state: PartitionNeeds, wanted: list[tuple[str, FetchPartition]], replica_id: int) -> frozenset[str]:
     """The topics this fetch may not read: a follower needs CLUSTER_ACTION, a consumer READ on each topic."""
     if state.node.acls is None:
         return frozenset()
-    names = {topic.topic for topic in body.topics}
+    names = {topic for topic, _ in wanted}
     if replica_id >= 0:
         return frozenset() if cluster_allowed(state, AclOperation.CLUSTER_ACTION) else frozenset(names)
     return frozenset(names - allowed_names(state, AclOperation.READ, ResourceType.TOPIC, names))
@@ -184,24 +191,42 @@ def _denied(state: PartitionNeeds, body: FetchRequest, replica_id: int) -> froze
 
 async def handle(state: PartitionNeeds, request: Request) -> list[bytes | memoryview | FileSlice]:
     body = view_of(FetchRequest, request.body)
-    max_bytes = min(body.max_bytes, int(state.node.config["fetch.max.bytes"]))
+    node = state.node
+    version, correlation_id = request.header.api_version, request.header.correlation_id
+    replica_id = body.replica_id
+    sessions = node.fetch_sessions
+    context = sessions.open(
+        body.session_id,
+        body.session_epoch,
+        [(topic.topic, partition) for topic in body.topics for partition in topic.partitions],
+        [(topic.topic, index) for topic in body.forgotten_topics_data for index in topic.partitions],
+        privileged=replica_id >= 0,
+        now_ms=node.monotonic_ms(),
+    )
+    wanted = context.partitions
+    max_bytes = min(body.max_bytes, int(node.config["fetch.max.bytes"]))
     min_bytes = body.min_bytes
     deadline = time.monotonic() + body.max_wait_ms / 1000
-    watched = [(topic.topic, p.partition) for topic in body.topics for p in topic.partitions]
-    replica_id = body.replica_id
+    watched = [(topic, p.partition) for topic, p in wanted]
     # The follower's incarnation is taken once, as the fetch arrives: a long poll re-reads its
     # partitions later, when the registration may already be a newer incarnation's.
     replica = state.partitions.follower_identity(replica_id) if replica_id >= 0 else None
-    denied = _denied(state, body, replica_id)
+    denied = _denied(state, wanted, replica_id)
+    read_committed = body.isolation_level == 1
     while True:
-        results, total, errors = _read_all(state, body, max_bytes, replica, denied)
+        results, total, errors = _read_all(
+            state, wanted, max_bytes, read_committed=read_committed, replica=replica, denied=denied
+        )
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0 or not watched:
             break
-        await state.node.fetch_waiters.wait(watched, remaining)
+        await node.fetch_waiters.wait(watched, remaining)
+    answer = sessions.answer(context, results, node.monotonic_ms())
     if replica_id < 0 and total:
-        _count_bytes_out(state, results)
-    return encode_fetch_response(request.header.api_version, request.header.correlation_id, results)
+        _count_bytes_out(state, answer.partitions)
+    return encode_fetch_response(
+        version, correlation_id, _by_topic(answer.partitions), error_code=answer.error, session_id=answer.session_id
+    )
 
 
 SPEC = ApiSpec(API_KEY, "Fetch", 4, 12, handle)

@@ -8,7 +8,11 @@ Kafka's ReplicaFetcherThread as one asyncio task per leader broker:
   drops what the leader never had.
 - **Then fetch**: Fetch v12 with this broker's replica id, from the log end offset, long-polling
   ``replica.fetch.wait.max.ms``. Returned batches are appended unchanged (the leader assigned
-  their offsets and epochs); the local high watermark follows the leader's.
+  their offsets and epochs); the local high watermark follows the leader's. Fetches go through an
+  incremental fetch session with the leader (``session_handler``): after the first, a fetch names
+  only the partitions whose fetch offset, log start or leader epoch moved, and the leader answers
+  only the partitions with records or a new high watermark. A session error makes the next fetch a
+  full one at once.
 - A partition the leader answers with NOT_LEADER_OR_FOLLOWER or UNKNOWN_LEADER_EPOCH tries again
   after at most ``LEADER_CATCH_UP_S``: the new leader has not read the partition state this
   broker already saw, and will within a watch round trip (a full ``replica.fetch.backoff.ms``
@@ -30,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from barnabas.client import BrokerConnectionError, KafkaClient
 from barnabas.protocol import ErrorCode, request_class
+
+from .session_handler import FetchSessionHandler
 
 if TYPE_CHECKING:
     from ..follower_appends import FollowerAppends
@@ -60,6 +66,13 @@ _RETRIABLE = {
 }
 
 
+#: Answers that end the session; the next fetch, a full one, goes at once.
+_SESSION_ERRORS = {ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch}
+
+#: What a fetch asks of one partition: fetch offset, log start offset, current leader epoch.
+_Want = tuple[int, int, int]
+
+
 @dataclass(slots=True)
 class _Followed:
     leader_epoch: int
@@ -84,6 +97,7 @@ class ReplicaFetcher:
         self._partition_max = int(config["replica.fetch.max.bytes"])
         self._response_max = int(config["replica.fetch.response.max.bytes"])
         self._failures = 0  # connection failures since the last success
+        self._session: FetchSessionHandler[_Want] = FetchSessionHandler()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"fetcher from broker {self.leader_id}")
@@ -248,45 +262,31 @@ class ReplicaFetcher:
     async def _fetch(self, client: KafkaClient) -> bool:
         """One Fetch round; False when no partition is ready to fetch."""
         sent: dict[TopicPartition, tuple[int, int]] = {}
-        partition_cls = request_class(FETCH, FETCH_VERSION, "FetchPartition")
-        topic_cls = request_class(FETCH, FETCH_VERSION, "FetchTopic")
-        by_topic: dict[str, list[Any]] = {}
+        wanted: dict[TopicPartition, _Want] = {}
         for tp in self._ready():
             followed = self.partitions[tp]
             partition_log = self.state.logs.get(*tp)
             if not followed.truncated or partition_log is None:
                 continue
-            sent[tp] = (followed.leader_epoch, partition_log.log_end_offset)
-            by_topic.setdefault(tp[0], []).append(
-                partition_cls(
-                    partition=tp[1],
-                    current_leader_epoch=followed.leader_epoch,
-                    fetch_offset=partition_log.log_end_offset,
-                    last_fetched_epoch=-1,
-                    log_start_offset=partition_log.log_start_offset,
-                    partition_max_bytes=self._partition_max,
-                )
-            )
+            end = partition_log.log_end_offset
+            sent[tp] = (followed.leader_epoch, end)
+            wanted[tp] = (end, partition_log.log_start_offset, followed.leader_epoch)
         if not sent:
             return False
-        body = request_class(FETCH, FETCH_VERSION)(
-            replica_id=self.state.broker_id,
-            max_wait=datetime.timedelta(milliseconds=self._wait_ms),
-            min_bytes=1,
-            max_bytes=self._response_max,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=tuple(topic_cls(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
-            forgotten_topics_data=(),
-            rack_id="",
-        )
-        response = await client.request(FETCH, FETCH_VERSION, body)
+        fetch = self._session.build(wanted)
+        try:
+            response = await client.request(
+                FETCH, FETCH_VERSION, self._request(fetch.session_id, fetch.epoch, fetch.send, fetch.forget)
+            )
+        except BaseException:
+            self._session.failed()
+            raise
         code = ErrorCode(response.error_code)
-        if code is not ErrorCode.none:
-            log.warning("fetch from broker %d failed: %s", self.leader_id, code.name)
-            for tp in sent:
-                self._pause(tp)
+        if not self._session.answered(fetch, code, int(response.session_id)):
+            if code not in _SESSION_ERRORS:
+                log.warning("fetch from broker %d failed: %s", self.leader_id, code.name)
+                for tp in sent:
+                    self._pause(tp)
             return True
         for topic_result in response.responses:
             for result in topic_result.partitions:
@@ -294,6 +294,40 @@ class ReplicaFetcher:
                 if tp in sent:
                     self._apply(tp, sent[tp], result)
         return True
+
+    def _request(
+        self, session_id: int, epoch: int, send: dict[TopicPartition, _Want], forget: tuple[TopicPartition, ...]
+    ) -> Any:
+        partition_cls = request_class(FETCH, FETCH_VERSION, "FetchPartition")
+        topic_cls = request_class(FETCH, FETCH_VERSION, "FetchTopic")
+        forgotten_cls = request_class(FETCH, FETCH_VERSION, "ForgottenTopic")
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, index), (fetch_offset, log_start, leader_epoch) in send.items():
+            by_topic.setdefault(topic, []).append(
+                partition_cls(
+                    partition=index,
+                    current_leader_epoch=leader_epoch,
+                    fetch_offset=fetch_offset,
+                    last_fetched_epoch=-1,
+                    log_start_offset=log_start,
+                    partition_max_bytes=self._partition_max,
+                )
+            )
+        forgotten: dict[str, list[int]] = {}
+        for topic, index in forget:
+            forgotten.setdefault(topic, []).append(index)
+        return request_class(FETCH, FETCH_VERSION)(
+            replica_id=self.state.broker_id,
+            max_wait=datetime.timedelta(milliseconds=self._wait_ms),
+            min_bytes=1,
+            max_bytes=self._response_max,
+            isolation_level=0,
+            session_id=session_id,
+            session_epoch=epoch,
+            topics=tuple(topic_cls(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+            forgotten_topics_data=tuple(forgotten_cls(topic=t, partitions=tuple(ps)) for t, ps in forgotten.items()),
+            rack_id="",
+        )
 
     def _apply(self, tp: TopicPartition, sent: tuple[int, int], result: Any) -> None:
         followed = self.partitions.get(tp)

@@ -1,0 +1,270 @@
+"""Incremental fetch sessions (KIP-227): a fetcher sends, and is answered, only what changed.
+
+A consumer or follower fetching many partitions names them all once (a full fetch, session epoch
+0); the broker keeps them as a session and answers its id. Later fetches name the session and its
+next epoch and carry only the partitions whose position or limits changed, and the ones to forget;
+the broker reads every partition of the session and answers those with records, a new high
+watermark or log start offset, or an error. Without sessions a follower of 30,000 partitions sends
+and is answered all of them every few hundred milliseconds.
+
+Kafka's FetchSession.scala, kept here:
+
+- Epoch -1 without a session id is a sessionless fetch (answered with session id 0). A full fetch
+  (epoch 0 or -1) naming a session closes it; epoch 0 then opens a new one if there is room.
+- An incremental fetch naming no session this broker has gets FETCH_SESSION_ID_NOT_FOUND, a wrong
+  epoch INVALID_FETCH_SESSION_EPOCH: no partitions, session id 0. A session its forgotten partitions
+  leave empty is closed and the fetch answered without one.
+- The epoch moves on as the fetch is taken up, so a duplicate of a request in flight is refused;
+  an answer whose session another request used meanwhile is INVALID_FETCH_SESSION_EPOCH.
+- An incremental answer lists partitions in the session's order, and one that returned records
+  moves to the end, so a busy partition does not take the response's max bytes every time.
+- At most ``max.incremental.fetch.session.cache.slots`` sessions. A new session when all are taken
+  evicts the least recently used one if it has been idle ``min.incremental.fetch.session.eviction.ms``;
+  else the least valuable evictable one (a consumer's before a follower's, then the smaller) if the
+  new one is worth more: sessions older than that time are evictable by all, and a consumer's at
+  any age by a follower's.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence, Sized
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+
+from barnabas.protocol import ErrorCode
+
+__all__ = ["FetchContext", "FetchSession", "FetchSessionCache", "SessionAnswer"]
+
+#: No session: the id a sessionless fetch names and is answered with.
+INVALID_SESSION_ID = 0
+#: A full fetch that asks for a new session.
+INITIAL_EPOCH = 0
+#: A full fetch that wants no session (and closes the one it names).
+FINAL_EPOCH = -1
+_INT32_MAX = 2**31 - 1
+
+Key = tuple[str, int]
+
+
+class PartitionRequest(Protocol):
+    """What a fetch asks of one partition; the session keeps the last one asked."""
+
+    @property
+    def partition(self) -> int: ...
+
+
+class PartitionAnswer(Protocol):
+    """What decides whether an incremental answer lists a partition."""
+
+    @property
+    def partition_index(self) -> int: ...
+    @property
+    def error_code(self) -> int: ...
+    @property
+    def high_watermark(self) -> int: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def records(self) -> Sequence[Sized]: ...
+
+
+P = TypeVar("P", bound=PartitionRequest)
+A = TypeVar("A", bound=PartitionAnswer)
+
+
+def next_epoch(epoch: int) -> int:
+    """The epoch after ``epoch``: 1 after the initial one, wrapping past int32's end to 1 (Kafka's)."""
+    return 1 if epoch < 0 or epoch == _INT32_MAX else epoch + 1
+
+
+@dataclass(slots=True)
+class CachedPartition(Generic[P]):
+    """One partition of a session: what was last asked, and the last high watermark and log start answered."""
+
+    request: P
+    high_watermark: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass(slots=True, eq=False)
+class FetchSession(Generic[P]):
+    id: int
+    #: A follower's: may evict consumers' sessions.
+    privileged: bool
+    created_ms: int
+    last_used_ms: int
+    #: The epoch the next incremental fetch must name.
+    epoch: int
+    #: In answer order: a partition that returned records moves to the end.
+    partitions: dict[Key, CachedPartition[P]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class FetchContext(Generic[P]):
+    """One fetch as the session rules make it: what to read, in order, or the error to answer instead."""
+
+    partitions: list[tuple[str, P]]
+    error: ErrorCode = ErrorCode.none
+    #: An incremental fetch's session, and the epoch it moved on to as this fetch was taken up.
+    session: FetchSession[P] | None = None
+    epoch: int = 0
+    #: A full fetch that asked for a session (epoch 0); one is made with its answer if there is room.
+    wants_session: bool = False
+    privileged: bool = False
+
+
+@dataclass(slots=True)
+class SessionAnswer(Generic[A]):
+    session_id: int
+    error: ErrorCode
+    #: (topic, answer) to send, in order.
+    partitions: list[tuple[str, A]]
+
+
+class FetchSessionCache(Generic[P]):
+    """A broker's fetch sessions (Kafka's FetchSessionCache, one shard)."""
+
+    def __init__(self, max_slots: int, eviction_ms: int, rng: random.Random | None = None) -> None:
+        self.max_slots = max_slots
+        self.eviction_ms = eviction_ms
+        self._rng = rng or random.Random()
+        self._sessions: dict[int, FetchSession[P]] = {}
+        #: Sessions evicted to make room (Kafka's IncrementalFetchSessionEvictionsPerSec).
+        self.evictions = 0
+        #: Fetches taken up within a session.
+        self.incremental_fetches = 0
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def get(self, session_id: int) -> FetchSession[P] | None:
+        return self._sessions.get(session_id)
+
+    def cached_partitions(self) -> int:
+        """Partitions over all sessions (Kafka's NumIncrementalFetchPartitionsCached)."""
+        return sum(len(session.partitions) for session in self._sessions.values())
+
+    def open(
+        self,
+        session_id: int,
+        epoch: int,
+        partitions: list[tuple[str, P]],
+        forgotten: Iterable[Key],
+        *,
+        privileged: bool,
+        now_ms: int,
+    ) -> FetchContext[P]:
+        """The context of a fetch naming ``session_id`` at ``epoch``, with these partitions and forgotten ones."""
+        if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            if session_id != INVALID_SESSION_ID:
+                self._sessions.pop(session_id, None)
+            return FetchContext(partitions, wants_session=epoch == INITIAL_EPOCH, privileged=privileged)
+        session = self._sessions.get(session_id)
+        if session is None:
+            return FetchContext([], ErrorCode.fetch_session_id_not_found)
+        if session.epoch != epoch:
+            return FetchContext([], ErrorCode.invalid_fetch_session_epoch)
+        cached = session.partitions
+        for topic, request in partitions:
+            key = (topic, request.partition)
+            known = cached.get(key)
+            if known is None:
+                cached[key] = CachedPartition(request)
+            else:
+                known.request = request
+        for key in forgotten:
+            cached.pop(key, None)
+        if not cached:
+            del self._sessions[session.id]
+            return FetchContext(partitions)
+        session.last_used_ms = now_ms
+        session.epoch = next_epoch(session.epoch)
+        self.incremental_fetches += 1
+        return FetchContext(
+            [(key[0], part.request) for key, part in cached.items()], session=session, epoch=session.epoch
+        )
+
+    def answer(self, context: FetchContext[P], answers: list[tuple[str, A]], now_ms: int) -> SessionAnswer[A]:
+        """What to answer once the context's partitions are read: the session id, and the partitions to list."""
+        if context.error != ErrorCode.none:
+            return SessionAnswer(INVALID_SESSION_ID, context.error, [])
+        session = context.session
+        if session is not None:
+            if self._sessions.get(session.id) is not session or session.epoch != context.epoch:
+                return SessionAnswer(session.id, ErrorCode.invalid_fetch_session_epoch, [])
+            return SessionAnswer(session.id, ErrorCode.none, _changed(session, answers))
+        if not context.wants_session:
+            return SessionAnswer(INVALID_SESSION_ID, ErrorCode.none, answers)
+        return SessionAnswer(self._create(context, answers, now_ms), ErrorCode.none, answers)
+
+    def _create(self, context: FetchContext[P], answers: list[tuple[str, A]], now_ms: int) -> int:
+        size = len(answers)
+        if len(self._sessions) >= self.max_slots and not self._evict_for(context.privileged, size, now_ms):
+            return INVALID_SESSION_ID
+        partitions: dict[Key, CachedPartition[P]] = {}
+        for (topic, request), (_, answer) in zip(context.partitions, answers, strict=True):
+            partitions[(topic, request.partition)] = CachedPartition(
+                request, answer.high_watermark, answer.log_start_offset
+            )
+        session_id = self._new_id()
+        self._sessions[session_id] = FetchSession(
+            session_id, context.privileged, now_ms, now_ms, next_epoch(INITIAL_EPOCH), partitions
+        )
+        return session_id
+
+    def _evict_for(self, privileged: bool, size: int, now_ms: int) -> bool:
+        """Make room for a new session, if the rules above let it take one."""
+        sessions = self._sessions.values()
+        if not sessions:
+            return False
+        idlest = min(sessions, key=lambda s: (s.last_used_ms, s.id))
+        if now_ms - idlest.last_used_ms > self.eviction_ms:
+            return self._evict(idlest)
+
+        def evictable(session: FetchSession[P]) -> bool:
+            old = now_ms - session.created_ms > self.eviction_ms
+            return old or (privileged and not session.privileged)
+
+        candidates = [s for s in sessions if evictable(s)]
+        if not candidates:
+            return False
+        least = min(candidates, key=lambda s: (s.privileged, len(s.partitions), s.id))
+        if (privileged, size) <= (least.privileged, len(least.partitions)):
+            return False
+        return self._evict(least)
+
+    def _evict(self, session: FetchSession[P]) -> bool:
+        del self._sessions[session.id]
+        self.evictions += 1
+        return True
+
+    def _new_id(self) -> int:
+        while True:
+            session_id = self._rng.randint(1, _INT32_MAX)
+            if session_id not in self._sessions:
+                return session_id
+
+
+def _changed(session: FetchSession[P], answers: list[tuple[str, A]]) -> list[tuple[str, A]]:
+    """The answers an incremental fetch lists; the session remembers what they said."""
+    listed = []
+    cached = session.partitions
+    for topic, answer in answers:
+        key = (topic, answer.partition_index)
+        part = cached.get(key)
+        if part is None:
+            listed.append((topic, answer))
+            continue
+        with_records = any(len(chunk) for chunk in answer.records)
+        must = with_records or answer.error_code != ErrorCode.none
+        if part.high_watermark != answer.high_watermark or part.log_start_offset != answer.log_start_offset:
+            must = True
+            part.high_watermark, part.log_start_offset = answer.high_watermark, answer.log_start_offset
+        if answer.error_code != ErrorCode.none:
+            part.high_watermark = -1
+        if with_records:
+            cached[key] = cached.pop(key)
+        if must:
+            listed.append((topic, answer))
+    return listed
