@@ -68,6 +68,8 @@ def test_brokers_ride_out_an_etcd_outage(tmp_path: Path, tmp_path_factory: pytes
                 server.start()
                 cluster.wait_for(lambda md: cluster.fully_replicated(md, TOPIC), "converged after the outage")
                 workload.wait_acked(workload.acked_count() + 200)
+                # The group commits again too (before the outage it may not have got to).
+                workload.wait_committed(workload.committed_count() + 1)
                 result = workload.finish()
             finally:
                 workload.finish(timeout_s=1)

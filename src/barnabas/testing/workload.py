@@ -155,6 +155,23 @@ class Workload:
                 raise AssertionError(f"only {self.acked_count()} values acked, wanted {at_least}")
             time.sleep(0.05)
 
+    def committed_count(self) -> int:
+        """Partition offsets the group's coordinator has acknowledged so far."""
+        return len(self._commits)
+
+    def wait_committed(self, at_least: int, timeout_s: float = 60.0) -> None:
+        """Wait until ``at_least`` partition offsets are acknowledged as committed.
+
+        Raises:
+            AssertionError: the time ran out (the last commit failures named).
+        """
+        deadline = time.monotonic() + timeout_s
+        while self.committed_count() < at_least:
+            if time.monotonic() > deadline:
+                failures = list(self._commit_failures)[-3:]
+                raise AssertionError(f"only {self.committed_count()} offsets committed, wanted {at_least}: {failures}")
+            time.sleep(0.05)
+
     def finish(self, timeout_s: float = 120.0) -> WorkloadResult:
         """Stop producing, wait for every delivery report, consume until all acked were seen, read the group's offsets.
 
