@@ -2,18 +2,20 @@
 
 A 3-broker cluster (embedded SQLite) holds ``--partitions`` partitions (topics of 100, replication
 factor 3, min.insync.replicas 2), so each broker follows two thirds of them from the other two. With
-every ISR whole, one producer writes ``--rate`` records/s (acks=all, 100-byte values, keyed over every
-partition's leader) for ``--seconds``; measured meanwhile: each broker's CPU (user and system time
-from /proc), the Fetch requests the brokers answered (their admin endpoints), and the producer's
-acknowledgement latency (p50, p99). A follower fetch returns as soon as any of its partitions has news,
-so under writes each fetch is answered quickly, and without sessions each names, and is answered,
-every partition the follower fetches from that leader.
+every ISR whole, the cluster is first left at rest for ``--idle-seconds`` (each broker's CPU and the
+Fetch requests answered: only the followers' long polls), then one producer writes ``--rate``
+records/s (acks=all, 100-byte values, over every partition in turn) for ``--seconds``; measured
+meanwhile: each broker's CPU (user and system time from /proc), the Fetch requests the brokers
+answered (their admin endpoints), and the producer's acknowledgement latency (p50, p99). A follower
+fetch returns as soon as any of its partitions has news, so under writes each fetch is answered
+quickly, and without sessions each names, and is answered, every partition the follower fetches
+from that leader.
 
 Two runs of the same build: sessions on (Kafka's defaults), then off
 (``max.incremental.fetch.session.cache.slots=0``: a leader makes no session, and its followers send
 full fetches). Writes ``bench/results/fetch-sessions.json`` and ``.md``:
 
-    python bench/fetch_sessions.py [--partitions 3000] [--rate 2000] [--seconds 30]
+    python bench/fetch_sessions.py [--partitions 3000] [--rate 300] [--seconds 30] [--idle-seconds 20]
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ def produce_paced(bootstrap: str, topics: list[str], rate: int, seconds: float) 
     return latencies
 
 
-def run_mode(base: Path, mode: str, partitions: int, rate: int, seconds: float) -> dict[str, Any]:
+def run_mode(base: Path, mode: str, partitions: int, *, rate: int, seconds: float, idle_s: float) -> dict[str, Any]:
     cluster = BrokerCluster(base / mode.replace(" ", "-"), 3, properties={**SETTINGS, **MODES[mode]},
                             start_timeout_s=600).start()  # fmt: skip
     try:
@@ -124,20 +126,27 @@ def run_mode(base: Path, mode: str, partitions: int, rate: int, seconds: float) 
                 raise TimeoutError("every ISR whole")
             time.sleep(1)
         created_s = time.monotonic() - began
-        pids = [b.pid for b in cluster.brokers]
+        pids = [b.pid for b in cluster.brokers if b.pid]
         ports = [b.admin_port for b in cluster.brokers]
-        cpu_before = [cpu_seconds(pid) for pid in pids if pid]
+        idle_before = [cpu_seconds(pid) for pid in pids]
+        idle_fetches = sum(scraped(p, "kafka_network_requestmetrics_requests_total") for p in ports)
+        time.sleep(idle_s)  # the cluster at rest: only the followers' fetches
+        idle_cpu = [(cpu_seconds(pid) - b) / idle_s for pid, b in zip(pids, idle_before, strict=True)]
+        idle_fetches = sum(scraped(p, "kafka_network_requestmetrics_requests_total") for p in ports) - idle_fetches
+        cpu_before = [cpu_seconds(pid) for pid in pids]
         fetches_before = sum(scraped(p, "kafka_network_requestmetrics_requests_total") for p in ports)
         started = time.monotonic()
         latencies = produce_paced(cluster.bootstrap, topics, rate, seconds)
         elapsed = time.monotonic() - started
-        cpu = [(cpu_seconds(pid) - b) / elapsed for pid, b in zip(pids, cpu_before, strict=True) if pid]
+        cpu = [(cpu_seconds(pid) - b) / elapsed for pid, b in zip(pids, cpu_before, strict=True)]
         fetches = sum(scraped(p, "kafka_network_requestmetrics_requests_total") for p in ports) - fetches_before
         incremental = sum(scraped(p, "barnabas_fetch_incremental_total") for p in ports)
         quantiles = statistics.quantiles(latencies, n=100)
         return {
             "mode": mode,
             "created_s": round(created_s, 1),
+            "idle_cpu_cores": [round(c, 3) for c in idle_cpu],
+            "idle_fetches_per_s": round(idle_fetches / idle_s, 1),
             "cpu_cores": [round(c, 3) for c in cpu],
             "fetches_per_s": round(fetches / elapsed, 1),
             "incremental_fetches": int(incremental),
@@ -157,15 +166,16 @@ def report(result: dict[str, Any]) -> str:
         f"- 3 brokers, {result['partitions']:,} partitions, replication factor 3; one producer, "
         f"{result['rate']:,} records/s of 100 B (acks=all), {result['seconds']} s",
         "",
-        "| fetch sessions | CPU per broker (cores) | Fetch requests/s (all brokers) | incremental fetches "
-        "| acks | ack p50 | ack p99 |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| fetch sessions | at rest: CPU per broker (cores) | Fetch/s | producing: CPU per broker | Fetch/s "
+        "| incremental fetches | acks | ack p50 | ack p99 |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|",
     ]
     for run in result["runs"]:
+        idle = ", ".join(f"{c:.3f}" for c in run["idle_cpu_cores"])
         cpu = ", ".join(f"{c:.2f}" for c in run["cpu_cores"])
         lines.append(
-            f"| {run['mode']} | {cpu} | {run['fetches_per_s']:,} | {run['incremental_fetches']:,} "
-            f"| {run['acked']:,} | {run['ack_p50_ms']} ms | {run['ack_p99_ms']} ms |"
+            f"| {run['mode']} | {idle} | {run['idle_fetches_per_s']:,} | {cpu} | {run['fetches_per_s']:,} "
+            f"| {run['incremental_fetches']:,} | {run['acked']:,} | {run['ack_p50_ms']} ms | {run['ack_p99_ms']} ms |"
         )
     return "\n".join(lines) + "\n"
 
@@ -173,13 +183,18 @@ def report(result: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=3000)
-    parser.add_argument("--rate", type=int, default=2000)
+    parser.add_argument("--rate", type=int, default=300)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--idle-seconds", type=float, default=20.0)
     args = parser.parse_args()
     runs = []
     with tempfile.TemporaryDirectory(prefix="fetch-sessions-") as tmp:
         for mode in MODES:
-            runs.append(run_mode(Path(tmp), mode, args.partitions, args.rate, args.seconds))
+            runs.append(
+                run_mode(
+                    Path(tmp), mode, args.partitions, rate=args.rate, seconds=args.seconds, idle_s=args.idle_seconds
+                )
+            )
             print(json.dumps(runs[-1]), flush=True)
     env = environment(None)
     result = {
@@ -188,6 +203,7 @@ def main() -> None:
         "partitions": args.partitions,
         "rate": args.rate,
         "seconds": args.seconds,
+        "idle_seconds": args.idle_seconds,
         "runs": runs,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)

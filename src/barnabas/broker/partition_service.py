@@ -182,16 +182,13 @@ class PartitionService:
         info = self.node.brokers.live.get(replica_id)
         return replica_id, info.epoch if info is not None else -1
 
-    def track_follower(self, topic_name: str, index: int, replica: tuple[int, int], fetch_offset: int) -> None:
-        """A follower fetched from ``fetch_offset``: it may move the high watermark or join the ISR."""
-        leader = self.replicas.leader(topic_name, index)
-        if leader is None:
-            return
+    def track_follower(self, leader: LeaderReplica, replica: tuple[int, int], fetch_offset: int, now_ms: int) -> None:
+        """A follower fetched from ``fetch_offset`` of the partition ``leader`` leads (as ``leader_partition``
+        found it): it may move the high watermark or join the ISR."""
         replica_id, broker_epoch = replica
         node = self.node
-        now_ms = node.monotonic_ms()
         if leader.on_follower_fetch(replica_id, fetch_offset, now_ms, broker_epoch):
-            node.fetch_waiters.notify((topic_name, index))  # consumers may read further now
+            node.fetch_waiters.notify((leader.topic, leader.partition))  # consumers may read further now
         joining = not leader.state.in_sync(replica_id, broker_epoch)
         if joining and replica_id in leader.wants_to_join(node.brokers.epochs(), now_ms, self.replicas.lag_time_max_ms):
             self.replicas.poke_isr()

@@ -16,18 +16,18 @@ TopicPartition = tuple[str, int]
 
 class FetchWaiters:
     def __init__(self) -> None:
-        self._waiting: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self._waiting: dict[TopicPartition, set[asyncio.Future[bool]]] = {}
 
-    async def wait(self, partitions: Iterable[TopicPartition], timeout_s: float) -> None:
-        """Return when one of ``partitions`` gets data or ``timeout_s`` passes."""
+    async def wait(self, partitions: Iterable[TopicPartition], timeout_s: float) -> bool:
+        """Return when one of ``partitions`` gets data or ``timeout_s`` passes; whether one was notified."""
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
+        future: asyncio.Future[bool] = loop.create_future()
         keys = list(partitions)
         for key in keys:
             self._waiting.setdefault(key, set()).add(future)
         handle = loop.call_later(max(timeout_s, 0.0), _settle, future)
         try:
-            await future
+            return await future
         finally:
             handle.cancel()
             for key in keys:
@@ -41,7 +41,7 @@ class FetchWaiters:
         """Wake every fetch waiting on ``partition``."""
         for future in self._waiting.pop(partition, ()):
             if not future.done():
-                future.set_result(None)
+                future.set_result(True)
 
     def notify_all(self) -> None:
         """Wake every waiting fetch (shutdown, topic deletion)."""
@@ -49,6 +49,6 @@ class FetchWaiters:
             self.notify(key)
 
 
-def _settle(future: asyncio.Future[None]) -> None:
+def _settle(future: asyncio.Future[bool]) -> None:
     if not future.done():
-        future.set_result(None)
+        future.set_result(False)

@@ -99,6 +99,7 @@ def _read_partition(
     first: bool,
     read_committed: bool,
     replica: tuple[int, int] | None,
+    now_ms: int,
 ) -> FetchPartitionResult[FileSlice]:
     index = partition.partition
     found = state.partitions.leader_partition(topic_name, index, partition.current_leader_epoch)
@@ -107,20 +108,19 @@ def _read_partition(
     partition_log = found.log
     fetch_offset = partition.fetch_offset
     if replica is not None:
-        state.partitions.track_follower(topic_name, index, replica, fetch_offset)
+        state.partitions.track_follower(found.leader, replica, fetch_offset, now_ms)
     high_watermark = partition_log.high_watermark
     log_start = partition_log.log_start_offset
-    max_bytes = min(partition.partition_max_bytes, limit)
-    try:
-        result = partition_log.read_slice(
-            fetch_offset,
-            max_bytes,
-            max_offset=partition_log.log_end_offset if replica is not None else high_watermark,
-            min_one_batch=first,
-        )
-    except log_errors.OffsetOutOfRangeError:
-        return _error(index, ErrorCode.offset_out_of_range, high_watermark, log_start)
-    records = (result.records,) if result.records is not None else ()
+    max_offset = partition_log.log_end_offset if replica is not None else high_watermark
+    records: tuple[FileSlice, ...] = ()
+    if fetch_offset != max_offset or fetch_offset < log_start:  # else nothing to read (a follower at rest)
+        try:
+            result = partition_log.read_slice(
+                fetch_offset, min(partition.partition_max_bytes, limit), max_offset=max_offset, min_one_batch=first
+            )
+        except log_errors.OffsetOutOfRangeError:
+            return _error(index, ErrorCode.offset_out_of_range, high_watermark, log_start)
+        records = (result.records,) if result.records is not None else ()
     return FetchPartitionResult(
         index, ErrorCode.none, high_watermark, high_watermark, log_start, records,
         aborted_transactions=() if read_committed else None,
@@ -143,6 +143,7 @@ def _read_all(
     total = 0
     errors = False
     results = []
+    now_ms = state.node.monotonic_ms()
     for topic, partition in wanted:
         if topic in denied:
             results.append((topic, _error(partition.partition, ErrorCode.topic_authorization_failed)))
@@ -150,8 +151,9 @@ def _read_all(
             continue
         limit = max(remaining, 0)
         outcome = _read_partition(
-            state, topic, partition, limit, first=total == 0, read_committed=read_committed, replica=replica
-        )
+            state, topic, partition, limit, first=total == 0, read_committed=read_committed, replica=replica,
+            now_ms=now_ms,
+        )  # fmt: skip
         size = sum(len(chunk) for chunk in outcome.records)
         total += size
         remaining -= size
@@ -220,7 +222,9 @@ async def handle(state: PartitionNeeds, request: Request) -> list[bytes | memory
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0 or not watched:
             break
-        await node.fetch_waiters.wait(watched, remaining)
+        woken = await node.fetch_waiters.wait(watched, remaining)
+        if not woken and total == 0:
+            break  # nothing read and nothing appended or moved since: reading again would find the same
     answer = sessions.answer(context, results, node.monotonic_ms())
     if replica_id < 0 and total:
         _count_bytes_out(state, answer.partitions)
