@@ -18,6 +18,10 @@ Kafka's FetchSession.scala, kept here:
   an answer whose session another request used meanwhile is INVALID_FETCH_SESSION_EPOCH.
 - An incremental answer lists partitions in the session's order, and one that returned records
   moves to the end, so a busy partition does not take the response's max bytes every time.
+- Not Kafka's: a partition read at the end of what it may read (no records, no error) keeps a mark of
+  its leader and offsets then (``quiet``). While the mark still holds and the fetch does not name the
+  partition anew, reading it again would find nothing to answer, so the fetch handler skips it (a
+  follower's progress is still recorded): a fetch costs what changed, not every partition of its session.
 - At most ``max.incremental.fetch.session.cache.slots`` sessions. A new session when all are taken
   evicts the least recently used one if it has been idle ``min.incremental.fetch.session.eviction.ms``;
   else the least valuable evictable one (a consumer's before a follower's, then the smaller) if the
@@ -34,7 +38,7 @@ from typing import Generic, Protocol, TypeVar
 
 from barnabas.protocol import ErrorCode
 
-__all__ = ["FetchContext", "FetchSession", "FetchSessionCache", "SessionAnswer"]
+__all__ = ["UNREAD", "FetchContext", "FetchSession", "FetchSessionCache", "SessionAnswer"]
 
 #: No session: the id a sessionless fetch names and is answered with.
 INVALID_SESSION_ID = 0
@@ -45,6 +49,8 @@ FINAL_EPOCH = -1
 _INT32_MAX = 2**31 - 1
 
 Key = tuple[str, int]
+#: A quiet mark for a partition the fetch left unread: its mark stays as it was.
+UNREAD = object()
 
 
 class PartitionRequest(Protocol):
@@ -85,6 +91,8 @@ class CachedPartition(Generic[P]):
     request: P
     high_watermark: int = -1
     log_start_offset: int = -1
+    #: What the partition was when a read at this request found nothing new; None: read it.
+    quiet: object = None
 
 
 @dataclass(slots=True, eq=False)
@@ -112,6 +120,8 @@ class FetchContext(Generic[P]):
     #: A full fetch that asked for a session (epoch 0); one is made with its answer if there is room.
     wants_session: bool = False
     privileged: bool = False
+    #: An incremental fetch's cached partitions, beside ``partitions``.
+    cached: list[CachedPartition[P]] | None = None
 
 
 @dataclass(slots=True)
@@ -173,6 +183,7 @@ class FetchSessionCache(Generic[P]):
                 cached[key] = CachedPartition(request)
             else:
                 known.request = request
+                known.quiet = None
         for key in forgotten:
             cached.pop(key, None)
         if not cached:
@@ -182,30 +193,52 @@ class FetchSessionCache(Generic[P]):
         session.epoch = next_epoch(session.epoch)
         self.incremental_fetches += 1
         return FetchContext(
-            [(key[0], part.request) for key, part in cached.items()], session=session, epoch=session.epoch
+            [(key[0], part.request) for key, part in cached.items()],
+            session=session,
+            epoch=session.epoch,
+            cached=list(cached.values()),
         )
 
-    def answer(self, context: FetchContext[P], answers: list[tuple[str, A]], now_ms: int) -> SessionAnswer[A]:
-        """What to answer once the context's partitions are read: the session id, and the partitions to list."""
+    def answer(
+        self,
+        context: FetchContext[P],
+        answers: list[tuple[str, A]],
+        now_ms: int,
+        quiet: Sequence[object] | None = None,
+    ) -> SessionAnswer[A]:
+        """What to answer once the context's partitions are read: the session id, and the partitions to list.
+
+        Args:
+            answers: the partitions read, in order (an incremental fetch may leave quiet ones unread).
+            quiet: beside ``context.partitions``, each one's new ``quiet`` mark, or ``UNREAD`` for one
+                left unread (its mark stays); None: no marks.
+        """
         if context.error != ErrorCode.none:
             return SessionAnswer(INVALID_SESSION_ID, context.error, [])
         session = context.session
         if session is not None:
             if self._sessions.get(session.id) is not session or session.epoch != context.epoch:
                 return SessionAnswer(session.id, ErrorCode.invalid_fetch_session_epoch, [])
+            if quiet is not None and context.cached is not None:
+                for part, mark in zip(context.cached, quiet, strict=True):
+                    if mark is not UNREAD:
+                        part.quiet = mark
             return SessionAnswer(session.id, ErrorCode.none, _changed(session, answers))
         if not context.wants_session:
             return SessionAnswer(INVALID_SESSION_ID, ErrorCode.none, answers)
-        return SessionAnswer(self._create(context, answers, now_ms), ErrorCode.none, answers)
+        return SessionAnswer(self._create(context, answers, now_ms, quiet), ErrorCode.none, answers)
 
-    def _create(self, context: FetchContext[P], answers: list[tuple[str, A]], now_ms: int) -> int:
+    def _create(
+        self, context: FetchContext[P], answers: list[tuple[str, A]], now_ms: int, quiet: Sequence[object] | None
+    ) -> int:
         size = len(answers)
         if len(self._sessions) >= self.max_slots and not self._evict_for(context.privileged, size, now_ms):
             return INVALID_SESSION_ID
         partitions: dict[Key, CachedPartition[P]] = {}
-        for (topic, request), (_, answer) in zip(context.partitions, answers, strict=True):
+        marks = quiet if quiet is not None else [None] * size
+        for (topic, request), (_, answer), mark in zip(context.partitions, answers, marks, strict=True):
             partitions[(topic, request.partition)] = CachedPartition(
-                request, answer.high_watermark, answer.log_start_offset
+                request, answer.high_watermark, answer.log_start_offset, None if mark is UNREAD else mark
             )
         session_id = self._new_id()
         self._sessions[session_id] = FetchSession(

@@ -11,16 +11,20 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
+from kio.schema.delete_records.v2.request import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from kio.schema.errors import ErrorCode
 
 from barnabas.broker.fetch_sessions import FetchSessionCache
+from barnabas.broker.handlers import fetch as fetch_handler
 from barnabas.protocol import FetchPartitionResult
-from tests.support.requests import FETCH, PRODUCE, batch, fetch_request, produce_request
+from tests.support.requests import FETCH, PRODUCE, batch, fetch_request, produce_request, timeout_ms
 from tests.unit.broker.in_memory import InMemoryBroker, in_memory_broker
 from tests.unit.broker.test_handlers import create
 
 T = TypeVar("T")
 TOPIC = "sessions"
+DELETE_RECORDS = 21
 
 
 def run(tmp_path: Path, scenario: Callable[[InMemoryBroker], Awaitable[T]], **settings: str) -> T:
@@ -91,6 +95,57 @@ def test_a_partition_that_returned_records_goes_to_the_end(tmp_path: Path) -> No
         return listed(await fetch(broker, {0: 1}, session, 2))
 
     assert run(tmp_path, scenario) == [(1, True), (0, True)]
+
+
+def test_a_fetch_reads_only_the_partitions_that_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A partition read at its end is not read again while its leader and offsets stay as they were."""
+    read: list[int] = []
+    original = fetch_handler._read_partition
+
+    def counted(state: Any, topic: str, partition: Any, *args: Any, **kwargs: Any) -> Any:
+        read.append(partition.partition)
+        return original(state, topic, partition, *args, **kwargs)
+
+    monkeypatch.setattr(fetch_handler, "_read_partition", counted)
+
+    async def scenario(broker: InMemoryBroker) -> None:
+        await create(broker, TOPIC, 3)
+        session = int((await fetch(broker, {0: 0, 1: 0, 2: 0}, epoch=0)).session_id)
+        assert sorted(read) == [0, 1, 2]
+        read.clear()
+        assert listed(await fetch(broker, {}, session, 1)) == []
+        assert read == []
+        await produce(broker, 1, b"a")
+        assert listed(await fetch(broker, {}, session, 2)) == [(1, True)]
+        assert read == [1]
+        read.clear()
+        # Named anew, a partition is read whatever its mark says (partition 2's still holds).
+        assert listed(await fetch(broker, {1: 1, 2: 0}, session, 3)) == []
+        assert sorted(read) == [1, 2]
+        read.clear()
+        assert listed(await fetch(broker, {}, session, 4)) == []
+        assert read == []
+
+    run(tmp_path, scenario)
+
+
+def test_a_quiet_partition_whose_log_start_moves_is_answered(tmp_path: Path) -> None:
+    async def scenario(broker: InMemoryBroker) -> Any:
+        await create(broker, TOPIC, 1)
+        await produce(broker, 0, b"a", b"b")
+        session = int((await fetch(broker, {0: 2}, epoch=0)).session_id)
+        assert listed(await fetch(broker, {}, session, 1)) == []
+        request = DeleteRecordsRequest(
+            topics=(DeleteRecordsTopic(name=TOPIC, partitions=(DeleteRecordsPartition(partition_index=0, offset=1),)),),
+            timeout=timeout_ms(5000),
+        )
+        (deleted,) = (await broker.call(DELETE_RECORDS, 2, request)).topics
+        assert deleted.partitions[0].error_code == ErrorCode.none
+        return await fetch(broker, {}, session, 2)
+
+    moved = run(tmp_path, scenario)
+    assert listed(moved) == [(0, False)]
+    assert int(moved.responses[0].partitions[0].log_start_offset) == 1
 
 
 def test_session_errors_and_closing(tmp_path: Path) -> None:

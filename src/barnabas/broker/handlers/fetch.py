@@ -31,7 +31,9 @@ from barnabas.log import errors as log_errors
 from barnabas.protocol import ErrorCode, FetchPartitionResult, Request, encode_fetch_response
 from barnabas.security.acl import AclOperation, ResourceType
 
+from ..fetch_sessions import UNREAD, CachedPartition
 from ..registry import ApiSpec
+from ..replication.leader import LeaderReplica
 from ._authorize import allowed_names, cluster_allowed
 from ._needs import PartitionNeeds
 from ._view import view_of
@@ -90,6 +92,12 @@ def _error(
     return FetchPartitionResult(index, code, high_watermark, high_watermark, log_start, ())
 
 
+def _quiet(leader: LeaderReplica) -> tuple[object, ...]:
+    """What a partition read at the end of what it may read must still be for another read to find nothing."""
+    log = leader.log
+    return (leader, leader.state, log.log_end_offset, log.high_watermark, log.log_start_offset)
+
+
 def _read_partition(
     state: PartitionNeeds,
     topic_name: str,
@@ -100,11 +108,12 @@ def _read_partition(
     read_committed: bool,
     replica: tuple[int, int] | None,
     now_ms: int,
-) -> FetchPartitionResult[FileSlice]:
+) -> tuple[FetchPartitionResult[FileSlice], object]:
+    """The partition's answer, and its quiet mark (``fetch_sessions``): None unless it was read at its end."""
     index = partition.partition
     found = state.partitions.leader_partition(topic_name, index, partition.current_leader_epoch)
     if isinstance(found, ErrorCode):
-        return _error(index, found)  # Kafka reports high watermark -1 with any partition error
+        return _error(index, found), None  # Kafka reports high watermark -1 with any partition error
     partition_log = found.log
     fetch_offset = partition.fetch_offset
     if replica is not None:
@@ -113,18 +122,22 @@ def _read_partition(
     log_start = partition_log.log_start_offset
     max_offset = partition_log.log_end_offset if replica is not None else high_watermark
     records: tuple[FileSlice, ...] = ()
-    if fetch_offset != max_offset or fetch_offset < log_start:  # else nothing to read (a follower at rest)
+    mark: object = None
+    if fetch_offset == max_offset and fetch_offset >= log_start:
+        mark = _quiet(found.leader)  # nothing to read (a follower at rest)
+    else:
         try:
             result = partition_log.read_slice(
                 fetch_offset, min(partition.partition_max_bytes, limit), max_offset=max_offset, min_one_batch=first
             )
         except log_errors.OffsetOutOfRangeError:
-            return _error(index, ErrorCode.offset_out_of_range, high_watermark, log_start)
+            return _error(index, ErrorCode.offset_out_of_range, high_watermark, log_start), None
         records = (result.records,) if result.records is not None else ()
-    return FetchPartitionResult(
+    answer = FetchPartitionResult(
         index, ErrorCode.none, high_watermark, high_watermark, log_start, records,
         aborted_transactions=() if read_committed else None,
     )  # fmt: skip
+    return answer, mark
 
 
 Answer = FetchPartitionResult[FileSlice]
@@ -138,19 +151,33 @@ def _read_all(
     read_committed: bool,
     replica: tuple[int, int] | None,
     denied: frozenset[str] = frozenset(),
-) -> tuple[list[tuple[str, Answer]], int, bool]:
+    cached: list[CachedPartition[FetchPartition]] | None = None,
+) -> tuple[list[tuple[str, Answer]], int, bool, list[object]]:
+    """The partitions' answers (a quiet cached partition is left out), bytes read, whether one has an error,
+    and each wanted partition's quiet mark (``UNREAD`` for one left out)."""
     remaining = max_bytes
     total = 0
     errors = False
     results = []
+    marks: list[object] = []
     now_ms = state.node.monotonic_ms()
-    for topic, partition in wanted:
+    replicas = state.partitions.replicas
+    for i, (topic, partition) in enumerate(wanted):
         if topic in denied:
             results.append((topic, _error(partition.partition, ErrorCode.topic_authorization_failed)))
+            marks.append(None)
             errors = True
             continue
+        quiet = cached[i].quiet if cached is not None else None
+        if quiet is not None:
+            leader = replicas.leader(topic, partition.partition)
+            if leader is not None and quiet == _quiet(leader):
+                if replica is not None:
+                    state.partitions.track_follower(leader, replica, partition.fetch_offset, now_ms)
+                marks.append(UNREAD)
+                continue
         limit = max(remaining, 0)
-        outcome = _read_partition(
+        outcome, mark = _read_partition(
             state, topic, partition, limit, first=total == 0, read_committed=read_committed, replica=replica,
             now_ms=now_ms,
         )  # fmt: skip
@@ -159,7 +186,8 @@ def _read_all(
         remaining -= size
         errors = errors or outcome.error_code != ErrorCode.none
         results.append((topic, outcome))
-    return results, total, errors
+        marks.append(mark)
+    return results, total, errors, marks
 
 
 def _by_topic(answers: list[tuple[str, Answer]]) -> list[tuple[str, list[Answer]]]:
@@ -216,16 +244,17 @@ async def handle(state: PartitionNeeds, request: Request) -> list[bytes | memory
     denied = _denied(state, wanted, replica_id)
     read_committed = body.isolation_level == 1
     while True:
-        results, total, errors = _read_all(
-            state, wanted, max_bytes, read_committed=read_committed, replica=replica, denied=denied
-        )
+        results, total, errors, marks = _read_all(
+            state, wanted, max_bytes, read_committed=read_committed, replica=replica, denied=denied,
+            cached=context.cached,
+        )  # fmt: skip
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0 or not watched:
             break
         woken = await node.fetch_waiters.wait(watched, remaining)
         if not woken and total == 0:
             break  # nothing read and nothing appended or moved since: reading again would find the same
-    answer = sessions.answer(context, results, node.monotonic_ms())
+    answer = sessions.answer(context, results, node.monotonic_ms(), marks)
     if replica_id < 0 and total:
         _count_bytes_out(state, answer.partitions)
     return encode_fetch_response(
