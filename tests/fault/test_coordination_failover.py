@@ -12,6 +12,7 @@ exactly once, in per-partition produce order.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -23,6 +24,7 @@ from barnabas.testing.servers.zookeeper import ZooKeeperEnsemble
 from barnabas.testing.workload import Workload
 from tests.contract.servers.etcd import etcd_cluster  # noqa: F401 - the quorums this test fails
 from tests.contract.servers.zookeeper import zookeeper_ensemble  # noqa: F401
+from tests.support.admin_metrics import ADMIN, scrape, total
 from tests.support.cluster import BrokerCluster
 
 TOPIC = "failover"
@@ -46,7 +48,7 @@ def run_failovers(
     leader_among: Callable[[list[Member]], Member],
     cluster_factory: Callable[..., BrokerCluster],
 ) -> None:
-    cluster = cluster_factory(tmp_path, 3, url, {"min.insync.replicas": "2"}).start()
+    cluster = cluster_factory(tmp_path, 3, url, {"min.insync.replicas": "2", **ADMIN}).start()
     cluster.create_topic(TOPIC, 3, 3)
     workload = Workload(cluster.bootstrap, TOPIC, 3).start()
     done: list[str] = []
@@ -68,7 +70,12 @@ def run_failovers(
                     leader.resume()
                 cluster.wait_for(lambda md: cluster.fully_replicated(md, TOPIC), f"whole after a {fault} failover")
                 done.append(fault)
-            # The quorum still elects: a bounced broker's leaderships move and come back.
+            # The quorum still elects: a bounced broker's leaderships move and come back. A broker
+            # whose session the failover cost (it could not reach a server in time) loses its ISR
+            # places a moment after the ISRs looked whole; with every session connected and the ISRs
+            # whole after that, killing the leader leaves a follower to elect.
+            wait_sessions_connected(cluster)
+            cluster.wait_for(lambda md: cluster.fully_replicated(md, TOPIC), "whole before the bounce")
             victim = cluster.leader_of(TOPIC, 0)
             cluster.brokers[victim].kill()
             moved = lambda md, gone=victim: md.topics[TOPIC].partitions[0].leader not in (-1, gone)  # noqa: E731
@@ -85,6 +92,17 @@ def run_failovers(
     print(f"{result.acked_count} acked over {len(done)} quorum failovers: {done}")
     assert workload.fatal is None, workload.fatal
     assert not result.problems(), result.problems()
+
+
+def wait_sessions_connected(cluster: BrokerCluster, timeout_s: float = 60.0) -> None:
+    """Until every live broker's coordination session is connected (its admin endpoint's gauge), not suspended."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        up = {b.broker_id: total(scrape(b.admin_port), "barnabas_coordination_session_up") for b in cluster.alive()}
+        if all(value == 1 for value in up.values()):
+            return
+        assert time.monotonic() < deadline, f"coordination sessions not all connected: {up}"
+        time.sleep(0.1)
 
 
 def test_etcd_leader_failover_loses_nothing(

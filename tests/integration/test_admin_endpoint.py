@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -20,45 +18,19 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
-from prometheus_client.parser import text_string_to_metric_families
 
 from barnabas.coordination import GroupMembership, Session, Storage, open_storage
 from barnabas.testing import ProxyNode, free_ports
+from tests.support.admin_metrics import ADMIN, get, scrape, total
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import BrokerCluster
 
 pytestmark = pytest.mark.timeout(120)
 
-ADMIN = {"admin.listeners": "http://127.0.0.1:0"}
 RECORDS = 50
 REBUILT_PARTITIONS, REBUILT_RECORDS = 3, 900
 #: The held registration's session TTL: longer than the test (its loop does not run between steps).
 HOLD_TTL_S = 60.0
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
-def scrape(port: int) -> Samples:
-    status, text = get(port, "/metrics")
-    assert status == 200, text
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def total(samples: Samples, name: str, **labels: str) -> float:
-    """The sum of ``name``'s samples whose labels include ``labels``."""
-    wanted = set(labels.items())
-    return sum(value for (sample, have), value in samples.items() if sample == name and wanted <= set(have))
 
 
 def produce(bootstrap: str, topic: str, count: int) -> None:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_admin_endpoint import ADMIN, scrape, total
 from tests.interop.common import problems_in
+from tests.support.admin_metrics import ADMIN, scrape, total
 from tests.support.broker_process import BrokerProcess
 from tests.support.interop_tools import JAVA_DIR, JAVA_TOOLS, REPO, build_tools, java_command
 

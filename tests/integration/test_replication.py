@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from barnabas.testing import ServerStartError
 from barnabas.testing.servers.zookeeper import ZooKeeperServer
-from tests.integration.test_admin_endpoint import ADMIN, scrape, total
+from tests.support.admin_metrics import ADMIN, scrape, total
 from tests.support.cluster import BrokerCluster
 
 pytestmark = pytest.mark.timeout(300)
