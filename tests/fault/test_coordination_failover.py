@@ -28,6 +28,8 @@ from tests.support.admin_metrics import ADMIN, scrape, total
 from tests.support.cluster import BrokerCluster
 
 TOPIC = "failover"
+#: The brokers' session timeout (``barnabas.testing``'s clusters: 3 s).
+SESSION_S = 3.0
 CYCLES = int(os.environ.get("BARNABAS_TEST_REPLICATION_CYCLES", "1"))
 pytestmark = pytest.mark.timeout(240 + 120 * CYCLES)
 
@@ -71,10 +73,11 @@ def run_failovers(
                 cluster.wait_for(lambda md: cluster.fully_replicated(md, TOPIC), f"whole after a {fault} failover")
                 done.append(fault)
             # The quorum still elects: a bounced broker's leaderships move and come back. A broker
-            # whose session the failover cost (it could not reach a server in time) loses its ISR
-            # places a moment after the ISRs looked whole; with every session connected and the ISRs
-            # whole after that, killing the leader leaves a follower to elect.
-            wait_sessions_connected(cluster)
+            # whose session the failover cost (its server was paused past the session timeout) may
+            # learn so only once it reconnects, and then loses its ISR places; two such brokers at
+            # once, and the bounced leader would leave nobody to elect (Kafka's rule without unclean
+            # election). So the sessions must stay connected for twice the session timeout first.
+            wait_sessions_steady(cluster, 2 * SESSION_S)
             cluster.wait_for(lambda md: cluster.fully_replicated(md, TOPIC), "whole before the bounce")
             victim = cluster.leader_of(TOPIC, 0)
             cluster.brokers[victim].kill()
@@ -94,14 +97,21 @@ def run_failovers(
     assert not result.problems(), result.problems()
 
 
-def wait_sessions_connected(cluster: BrokerCluster, timeout_s: float = 60.0) -> None:
-    """Until every live broker's coordination session is connected (its admin endpoint's gauge), not suspended."""
+def wait_sessions_steady(cluster: BrokerCluster, steady_s: float, timeout_s: float = 120.0) -> None:
+    """Until every live broker's coordination session (its admin endpoint's gauge) has stayed connected for
+    ``steady_s`` on end."""
     deadline = time.monotonic() + timeout_s
+    since: float | None = None
     while True:
         up = {b.broker_id: total(scrape(b.admin_port), "barnabas_coordination_session_up") for b in cluster.alive()}
+        now = time.monotonic()
         if all(value == 1 for value in up.values()):
-            return
-        assert time.monotonic() < deadline, f"coordination sessions not all connected: {up}"
+            since = now if since is None else since
+            if now - since >= steady_s:
+                return
+        else:
+            since = None
+        assert now < deadline, f"coordination sessions not steadily connected: {up}"
         time.sleep(0.1)
 
 
