@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
@@ -19,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from barnabas.broker.admin_endpoint import broker_readiness
 from barnabas.coordination import SessionState
+from tests.support.admin_metrics import get
 from tests.support.requests import batch
 from tests.unit.broker.in_memory import InMemoryBroker, in_memory_broker
 from tests.unit.broker.test_handlers import create, produce
@@ -27,14 +26,6 @@ pytestmark = pytest.mark.timeout(60)
 
 T = TypeVar("T")
 ADMIN = {"admin.listeners": "http://127.0.0.1:0", "admin.probe.timeout.ms": "200"}
-
-
-def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
 
 
 def run(tmp_path: Path, scenario: Callable[[InMemoryBroker], Awaitable[T]]) -> T:
