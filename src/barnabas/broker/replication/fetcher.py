@@ -261,17 +261,14 @@ class ReplicaFetcher:
 
     async def _fetch(self, client: KafkaClient) -> bool:
         """One Fetch round; False when no partition is ready to fetch."""
-        sent: dict[TopicPartition, tuple[int, int]] = {}
         wanted: dict[TopicPartition, _Want] = {}
         for tp in self._ready():
             followed = self.partitions[tp]
             partition_log = self.state.logs.get(*tp)
             if not followed.truncated or partition_log is None:
                 continue
-            end = partition_log.log_end_offset
-            sent[tp] = (followed.leader_epoch, end)
-            wanted[tp] = (end, partition_log.log_start_offset, followed.leader_epoch)
-        if not sent:
+            wanted[tp] = (partition_log.log_end_offset, partition_log.log_start_offset, followed.leader_epoch)
+        if not wanted:
             return False
         fetch = self._session.build(wanted)
         try:
@@ -285,14 +282,14 @@ class ReplicaFetcher:
         if not self._session.answered(fetch, code, int(response.session_id)):
             if code not in _SESSION_ERRORS:
                 log.warning("fetch from broker %d failed: %s", self.leader_id, code.name)
-                for tp in sent:
+                for tp in wanted:
                     self._pause(tp)
             return True
         for topic_result in response.responses:
             for result in topic_result.partitions:
                 tp = (str(topic_result.topic), int(result.partition_index))
-                if tp in sent:
-                    self._apply(tp, sent[tp], result)
+                if tp in wanted:
+                    self._apply(tp, wanted[tp], result)
         return True
 
     def _request(
@@ -329,23 +326,24 @@ class ReplicaFetcher:
             rack_id="",
         )
 
-    def _apply(self, tp: TopicPartition, sent: tuple[int, int], result: Any) -> None:
+    def _apply(self, tp: TopicPartition, asked: _Want, result: Any) -> None:
+        fetch_offset, _, leader_epoch = asked
         followed = self.partitions.get(tp)
         partition_log = self.state.logs.get(*tp)
-        if followed is None or followed.leader_epoch != sent[0] or partition_log is None:
+        if followed is None or followed.leader_epoch != leader_epoch or partition_log is None:
             return  # the partition moved on while the fetch was in flight
-        if partition_log.log_end_offset != sent[1]:
+        if partition_log.log_end_offset != fetch_offset:
             return  # truncated meanwhile
         code = ErrorCode(result.error_code)
         if code is ErrorCode.offset_out_of_range:
             leader_start = int(result.log_start_offset)
-            if 0 <= sent[1] < leader_start:
+            if 0 <= fetch_offset < leader_start:
                 log.warning("%s-%d: leader %d starts at %d, past our end %d; starting over there",
-                            *tp, self.leader_id, leader_start, sent[1])  # fmt: skip
+                            *tp, self.leader_id, leader_start, fetch_offset)  # fmt: skip
                 self.followers.start_over_at(partition_log, leader_start)
             else:
                 log.warning(
-                    "%s-%d: offset %d out of range on leader %d; truncating again", *tp, sent[1], self.leader_id
+                    "%s-%d: offset %d out of range on leader %d; truncating again", *tp, fetch_offset, self.leader_id
                 )
                 followed.truncated = False
                 self._pause(tp)
