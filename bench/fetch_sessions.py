@@ -35,15 +35,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.scale import PARTITIONS_PER_TOPIC, create_topics  # noqa: E402
 from confluent_kafka import Producer  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from barnabas.benchmark._system import environment  # noqa: E402
 from barnabas.testing import BrokerCluster  # noqa: E402
 
-PARTITIONS_PER_TOPIC = 100
-TOPICS_PER_REQUEST = 10
 SETTINGS = {
     "log.index.size.max.bytes": "65536",
     "min.insync.replicas": "2",
@@ -67,16 +65,6 @@ def scraped(port: int, name: str) -> float:
         for s in family.samples
         if s.name == name and s.labels.get("request", "Fetch") == "Fetch"
     )
-
-
-def create(bootstrap: str, partitions: int) -> list[str]:
-    client = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 120_000})
-    names = [f"rf3-{i:04d}" for i in range(max(1, partitions // PARTITIONS_PER_TOPIC))]
-    for start in range(0, len(names), TOPICS_PER_REQUEST):
-        chunk = [NewTopic(n, PARTITIONS_PER_TOPIC, 3) for n in names[start : start + TOPICS_PER_REQUEST]]
-        for future in client.create_topics(chunk, request_timeout=300).values():
-            future.result(timeout=600)
-    return names
 
 
 def whole(cluster: BrokerCluster, partitions: int) -> bool:
@@ -119,7 +107,7 @@ def run_mode(base: Path, mode: str, partitions: int, *, rate: int, seconds: floa
                             start_timeout_s=600).start()  # fmt: skip
     try:
         began = time.monotonic()
-        topics = create(cluster.bootstrap, partitions)
+        topics = create_topics(cluster.bootstrap, partitions, "rf3", replication_factor=3)
         deadline = time.monotonic() + 900
         while not whole(cluster, partitions):
             if time.monotonic() > deadline:

@@ -201,12 +201,14 @@ def admin(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 120_000})
 
 
-def create_topics(bootstrap: str, partitions: int, prefix: str) -> list[str]:
+def create_topics(bootstrap: str, partitions: int, prefix: str, replication_factor: int = 1) -> list[str]:
     """Create ``partitions`` partitions as topics of 100; their names."""
     client = admin(bootstrap)
     names = [f"{prefix}-{i:05d}" for i in range(max(1, partitions // PARTITIONS_PER_TOPIC))]
     for start in range(0, len(names), TOPICS_PER_REQUEST):
-        chunk = [NewTopic(n, PARTITIONS_PER_TOPIC, 1) for n in names[start : start + TOPICS_PER_REQUEST]]
+        chunk = [
+            NewTopic(n, PARTITIONS_PER_TOPIC, replication_factor) for n in names[start : start + TOPICS_PER_REQUEST]
+        ]
         for future in client.create_topics(chunk, request_timeout=300).values():
             future.result(timeout=600)
     return names
