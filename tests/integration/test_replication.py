@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata
 from barnabas.testing import ServerStartError
 from barnabas.testing.servers.zookeeper import ZooKeeperServer
 from tests.support.admin_metrics import ADMIN, scrape, total
-from tests.support.cluster import BrokerCluster
+from tests.support.cluster import FAST_FAILOVER, BrokerCluster
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -204,7 +204,9 @@ def test_added_partitions_continue_the_round_robin(cluster: BrokerCluster) -> No
 
 def test_followers_fetch_through_incremental_sessions(tmp_path: Path) -> None:
     """Each broker leads one partition of three, so its two followers each keep a fetch session with it,
-    and go on fetching within it (KIP-227): the leader counts incremental fetches."""
+    and go on fetching within it (KIP-227): the leader counts incremental fetches. Their fetches at rest
+    skip the quiet partitions and are recorded once per fetch: over twice replica.lag.time.max.ms no ISR
+    shrinks, and acks=all writes go on being acknowledged after it."""
     cluster = BrokerCluster(tmp_path, 3, properties={"min.insync.replicas": "2", **ADMIN}).start()
     try:
         cluster.create_topic("sessions", 3, 3)
@@ -226,5 +228,17 @@ def test_followers_fetch_through_incremental_sessions(tmp_path: Path) -> None:
                 break
             assert time.monotonic() < deadline, "no incremental fetches counted on some leader"
             time.sleep(0.2)
+
+        def shrinks() -> float:
+            name = "kafka_server_replicamanager_isrshrinks_total"
+            return sum(total(scrape(broker.admin_port), name) for broker in cluster.brokers)
+
+        before = shrinks()
+        quiet_until = time.monotonic() + 2 * int(FAST_FAILOVER["replica.lag.time.max.ms"]) / 1000
+        while time.monotonic() < quiet_until:
+            assert shrinks() == before, "an ISR shrank while its followers fetched at rest"
+            time.sleep(0.5)
+        for partition in range(3):
+            assert produce(cluster.bootstrap, "sessions", 100, partition) == [None] * 100
     finally:
         cluster.stop()

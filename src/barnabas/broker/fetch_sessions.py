@@ -20,8 +20,9 @@ Kafka's FetchSession.scala, kept here:
   moves to the end, so a busy partition does not take the response's max bytes every time.
 - Not Kafka's: a partition read at the end of what it may read (no records, no error) keeps a mark of
   its leader and offsets then (``quiet``). While the mark still holds and the fetch does not name the
-  partition anew, reading it again would find nothing to answer, so the fetch handler skips it (a
-  follower's progress is still recorded): a fetch costs what changed, not every partition of its session.
+  partition anew, reading it again would find nothing to answer, so the fetch handler skips it: a fetch
+  costs what changed, not every partition of its session. A follower's progress on the partitions it
+  skips is recorded once per fetch, on the session's ``PassStamp`` (``replication.leader``).
 - At most ``max.incremental.fetch.session.cache.slots`` sessions. A new session when all are taken
   evicts the least recently used one if it has been idle ``min.incremental.fetch.session.eviction.ms``;
   else the least valuable evictable one (a consumer's before a follower's, then the smaller) if the
@@ -38,7 +39,7 @@ from typing import Generic, Protocol, TypeVar
 
 from barnabas.protocol import ErrorCode
 
-__all__ = ["UNREAD", "FetchContext", "FetchSession", "FetchSessionCache", "SessionAnswer"]
+__all__ = ["UNREAD", "FetchContext", "FetchSession", "FetchSessionCache", "PassStamp", "SessionAnswer"]
 
 #: No session: the id a sessionless fetch names and is answered with.
 INVALID_SESSION_ID = 0
@@ -84,6 +85,13 @@ def next_epoch(epoch: int) -> int:
     return 1 if epoch < 0 or epoch == _INT32_MAX else epoch + 1
 
 
+@dataclass(slots=True, eq=False)
+class PassStamp:
+    """When a session's latest fetch read, or skipped, its partitions (monotonic ms)."""
+
+    ms: int = 0
+
+
 @dataclass(slots=True)
 class CachedPartition(Generic[P]):
     """One partition of a session: what was last asked, and the last high watermark and log start answered."""
@@ -106,6 +114,7 @@ class FetchSession(Generic[P]):
     epoch: int
     #: In answer order: a partition that returned records moves to the end.
     partitions: dict[Key, CachedPartition[P]] = field(default_factory=dict)
+    stamp: PassStamp = field(default_factory=PassStamp)
 
 
 @dataclass(slots=True)
@@ -122,6 +131,8 @@ class FetchContext(Generic[P]):
     privileged: bool = False
     #: An incremental fetch's cached partitions, beside ``partitions``.
     cached: list[CachedPartition[P]] | None = None
+    #: The session's stamp (a new one for a full fetch, kept by the session it may open).
+    stamp: PassStamp = field(default_factory=PassStamp)
 
 
 @dataclass(slots=True)
@@ -197,6 +208,7 @@ class FetchSessionCache(Generic[P]):
             session=session,
             epoch=session.epoch,
             cached=list(cached.values()),
+            stamp=session.stamp,
         )
 
     def answer(
@@ -242,7 +254,7 @@ class FetchSessionCache(Generic[P]):
             )
         session_id = self._new_id()
         self._sessions[session_id] = FetchSession(
-            session_id, context.privileged, now_ms, now_ms, next_epoch(INITIAL_EPOCH), partitions
+            session_id, context.privileged, now_ms, now_ms, next_epoch(INITIAL_EPOCH), partitions, context.stamp
         )
         return session_id
 

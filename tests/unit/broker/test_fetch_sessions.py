@@ -100,13 +100,13 @@ def test_a_partition_that_returned_records_goes_to_the_end(tmp_path: Path) -> No
 def test_a_fetch_reads_only_the_partitions_that_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A partition read at its end is not read again while its leader and offsets stay as they were."""
     read: list[int] = []
-    original = fetch_handler._read_partition
+    original = fetch_handler._Reading._read
 
-    def counted(state: Any, topic: str, partition: Any, *args: Any, **kwargs: Any) -> Any:
+    def counted(reading: Any, topic: str, partition: Any, *args: Any, **kwargs: Any) -> Any:
         read.append(partition.partition)
-        return original(state, topic, partition, *args, **kwargs)
+        return original(reading, topic, partition, *args, **kwargs)
 
-    monkeypatch.setattr(fetch_handler, "_read_partition", counted)
+    monkeypatch.setattr(fetch_handler._Reading, "_read", counted)
 
     async def scenario(broker: InMemoryBroker) -> None:
         await create(broker, TOPIC, 3)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from barnabas.broker.fetch_sessions import PassStamp
 from barnabas.broker.replication import LeaderReplica
 from barnabas.cluster import PartitionState
 from barnabas.log import LogConfig, PartitionLog
@@ -74,3 +75,36 @@ def test_a_follower_that_restarted_joins_only_in_its_registered_epoch(leader: Le
     leader.on_follower_fetch(1, leader.log.log_end_offset, now_ms, EPOCHS[1])
 
     assert leader.wants_to_join({**EPOCHS, 1: EPOCHS[1] + 1}, now_ms, LAG_MS) == {}
+
+
+def test_fetches_recorded_on_a_session_stamp_keep_a_follower_caught_up(leader: LeaderReplica) -> None:
+    """A session that skips a quiet partition records its fetches on the stamp alone: the follower stays in
+    sync while the stamp moves, and lags once the session stops fetching."""
+    end = leader.log.log_end_offset
+    for follower in (1, 2):
+        leader.on_follower_fetch(follower, end, 0, EPOCHS[follower])
+    stamp = PassStamp(0)
+    leader.followers[1].quiet = stamp
+    stamp.ms = 2 * LAG_MS
+
+    assert leader.lagging(2 * LAG_MS, LAG_MS) == [2]  # follower 2's fetches were not recorded anywhere
+    assert leader.lagging(3 * LAG_MS, LAG_MS) == [2]
+    assert leader.lagging(3 * LAG_MS + 1, LAG_MS) == [1, 2]  # the session stopped at 2 × LAG_MS
+
+
+def test_a_read_after_skipped_fetches_counts_them_as_kafka_would(leader: LeaderReplica) -> None:
+    """Writes land after the last skipped fetch; the next fetch, still at the old end, is behind the leader
+    but at what the leader's end was at the fetch before it (the stamp's), so it was caught up then."""
+    end = leader.log.log_end_offset
+    leader.on_follower_fetch(1, end, 0, EPOCHS[1])
+    stamp = PassStamp(2000)
+    leader.followers[1].quiet = stamp
+    leader.log.append_as_leader(make_batch(1), 1, T0)
+    leader.log.complete_appends(T0)
+
+    leader.on_follower_fetch(1, end, 4000, EPOCHS[1])
+
+    progress = leader.followers[1]
+    assert (progress.quiet, progress.last_caught_up_ms, progress.last_fetch_ms) == (None, 2000, 4000)
+    assert 1 not in leader.lagging(2000 + LAG_MS, LAG_MS)
+    assert 1 in leader.lagging(2000 + LAG_MS + 1, LAG_MS)

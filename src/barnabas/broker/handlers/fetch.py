@@ -31,7 +31,7 @@ from barnabas.log import errors as log_errors
 from barnabas.protocol import ErrorCode, FetchPartitionResult, Request, encode_fetch_response
 from barnabas.security.acl import AclOperation, ResourceType
 
-from ..fetch_sessions import UNREAD, CachedPartition
+from ..fetch_sessions import UNREAD, CachedPartition, PassStamp
 from ..registry import ApiSpec
 from ..replication.leader import LeaderReplica
 from ._authorize import allowed_names, cluster_allowed
@@ -92,102 +92,121 @@ def _error(
     return FetchPartitionResult(index, code, high_watermark, high_watermark, log_start, ())
 
 
-def _quiet(leader: LeaderReplica) -> tuple[object, ...]:
+def _quiet(leader: LeaderReplica, replica: tuple[int, int] | None) -> tuple[object, ...]:
     """What a partition read at the end of what it may read must still be for another read to find nothing."""
     log = leader.log
-    return (leader, leader.state, log.log_end_offset, log.high_watermark, log.log_start_offset)
-
-
-def _read_partition(
-    state: PartitionNeeds,
-    topic_name: str,
-    partition: FetchPartition,
-    limit: int,
-    *,
-    first: bool,
-    read_committed: bool,
-    replica: tuple[int, int] | None,
-    now_ms: int,
-) -> tuple[FetchPartitionResult[FileSlice], object]:
-    """The partition's answer, and its quiet mark (``fetch_sessions``): None unless it was read at its end."""
-    index = partition.partition
-    found = state.partitions.leader_partition(topic_name, index, partition.current_leader_epoch)
-    if isinstance(found, ErrorCode):
-        return _error(index, found), None  # Kafka reports high watermark -1 with any partition error
-    partition_log = found.log
-    fetch_offset = partition.fetch_offset
-    if replica is not None:
-        state.partitions.track_follower(found.leader, replica, fetch_offset, now_ms)
-    high_watermark = partition_log.high_watermark
-    log_start = partition_log.log_start_offset
-    max_offset = partition_log.log_end_offset if replica is not None else high_watermark
-    records: tuple[FileSlice, ...] = ()
-    mark: object = None
-    if fetch_offset == max_offset and fetch_offset >= log_start:
-        mark = _quiet(found.leader)  # nothing to read (a follower at rest)
-    else:
-        try:
-            result = partition_log.read_slice(
-                fetch_offset, min(partition.partition_max_bytes, limit), max_offset=max_offset, min_one_batch=first
-            )
-        except log_errors.OffsetOutOfRangeError:
-            return _error(index, ErrorCode.offset_out_of_range, high_watermark, log_start), None
-        records = (result.records,) if result.records is not None else ()
-    answer = FetchPartitionResult(
-        index, ErrorCode.none, high_watermark, high_watermark, log_start, records,
-        aborted_transactions=() if read_committed else None,
-    )  # fmt: skip
-    return answer, mark
+    return (leader, leader.state, log.log_end_offset, log.high_watermark, log.log_start_offset, replica)
 
 
 Answer = FetchPartitionResult[FileSlice]
 
 
-def _read_all(
-    state: PartitionNeeds,
-    wanted: list[tuple[str, FetchPartition]],
-    max_bytes: int,
-    *,
-    read_committed: bool,
-    replica: tuple[int, int] | None,
-    denied: frozenset[str] = frozenset(),
-    cached: list[CachedPartition[FetchPartition]] | None = None,
-) -> tuple[list[tuple[str, Answer]], int, bool, list[object]]:
-    """The partitions' answers (a quiet cached partition is left out), bytes read, whether one has an error,
-    and each wanted partition's quiet mark (``UNREAD`` for one left out)."""
-    remaining = max_bytes
-    total = 0
-    errors = False
-    results = []
-    marks: list[object] = []
-    now_ms = state.node.monotonic_ms()
-    replicas = state.partitions.replicas
-    for i, (topic, partition) in enumerate(wanted):
-        if topic in denied:
-            results.append((topic, _error(partition.partition, ErrorCode.topic_authorization_failed)))
-            marks.append(None)
-            errors = True
-            continue
-        quiet = cached[i].quiet if cached is not None else None
-        if quiet is not None:
-            leader = replicas.leader(topic, partition.partition)
-            if leader is not None and quiet == _quiet(leader):
-                if replica is not None:
-                    state.partitions.track_follower(leader, replica, partition.fetch_offset, now_ms)
-                marks.append(UNREAD)
+@dataclass(slots=True, kw_only=True)
+class _Reading:
+    """What one fetch reads with, the same on every pass of its long poll."""
+
+    state: PartitionNeeds
+    wanted: list[tuple[str, FetchPartition]]
+    max_bytes: int
+    read_committed: bool
+    #: A follower's (replica id, broker epoch), else None.
+    replica: tuple[int, int] | None
+    denied: frozenset[str]
+    #: An incremental fetch's cached partitions, beside ``wanted``.
+    cached: list[CachedPartition[FetchPartition]] | None
+    #: Whether the fetch has a session to keep quiet marks in (else none are made).
+    marks: bool
+    stamp: PassStamp
+
+    def read_all(self) -> tuple[list[tuple[str, Answer]], int, bool, list[object]]:
+        """The partitions' answers (a quiet cached partition is left out), bytes read, whether one has an error,
+        and each wanted partition's quiet mark (``UNREAD`` for one left out)."""
+        state, replica, cached = self.state, self.replica, self.cached
+        remaining = self.max_bytes
+        total = 0
+        errors = False
+        results = []
+        marks: list[object] = []
+        now_ms = state.node.monotonic_ms()
+        replicas = state.partitions.replicas
+        for i, (topic, partition) in enumerate(self.wanted):
+            if topic in self.denied:
+                results.append((topic, _error(partition.partition, ErrorCode.topic_authorization_failed)))
+                marks.append(None)
+                errors = True
                 continue
-        limit = max(remaining, 0)
-        outcome, mark = _read_partition(
-            state, topic, partition, limit, first=total == 0, read_committed=read_committed, replica=replica,
-            now_ms=now_ms,
+            quiet = cached[i].quiet if cached is not None else None
+            if quiet is not None:
+                leader = replicas.leader(topic, partition.partition)
+                if leader is not None and quiet == _quiet(leader, replica):
+                    if replica is not None:
+                        self._skipped(leader, replica[0])
+                    marks.append(UNREAD)
+                    continue
+            outcome, mark = self._read(topic, partition, max(remaining, 0), first=total == 0, now_ms=now_ms)
+            size = sum(len(chunk) for chunk in outcome.records)
+            total += size
+            remaining -= size
+            errors = errors or outcome.error_code != ErrorCode.none
+            results.append((topic, outcome))
+            marks.append(mark)
+        self.stamp.ms = now_ms  # this fetch, for the partitions skipped above and those marked quiet now
+        return results, total, errors, marks
+
+    def _skipped(self, leader: LeaderReplica, replica_id: int) -> None:
+        """A follower's quiet partition left unread: its fetch is recorded on the session's stamp."""
+        progress = leader.followers.get(replica_id)
+        if progress is not None:
+            progress.quiet = self.stamp
+
+    def _read(
+        self, topic_name: str, partition: FetchPartition, limit: int, *, first: bool, now_ms: int
+    ) -> tuple[Answer, object]:
+        """The partition's answer, and its quiet mark (``fetch_sessions``): None unless it was read at its end."""
+        state, replica = self.state, self.replica
+        index = partition.partition
+        found = state.partitions.leader_partition(topic_name, index, partition.current_leader_epoch)
+        if isinstance(found, ErrorCode):
+            return _error(index, found), None  # Kafka reports high watermark -1 with any partition error
+        partition_log = found.log
+        fetch_offset = partition.fetch_offset
+        if replica is not None:
+            state.partitions.track_follower(found.leader, replica, fetch_offset, now_ms)
+        high_watermark = partition_log.high_watermark
+        log_start = partition_log.log_start_offset
+        max_offset = partition_log.log_end_offset if replica is not None else high_watermark
+        records: tuple[FileSlice, ...] = ()
+        mark: object = None
+        if fetch_offset == max_offset and fetch_offset >= log_start:  # nothing to read (a follower at rest)
+            if self.marks and (replica is None or found.leader.state.in_sync(*replica)):
+                mark = _quiet(found.leader, replica)  # a follower out of the ISR is read (and may join it)
+                if replica is not None:
+                    self._skipped(found.leader, replica[0])
+        else:
+            try:
+                result = partition_log.read_slice(
+                    fetch_offset, min(partition.partition_max_bytes, limit), max_offset=max_offset, min_one_batch=first
+                )
+            except log_errors.OffsetOutOfRangeError:
+                return _error(index, ErrorCode.offset_out_of_range, high_watermark, log_start), None
+            records = (result.records,) if result.records is not None else ()
+        answer = FetchPartitionResult(
+            index, ErrorCode.none, high_watermark, high_watermark, log_start, records,
+            aborted_transactions=() if self.read_committed else None,
         )  # fmt: skip
-        size = sum(len(chunk) for chunk in outcome.records)
-        total += size
-        remaining -= size
-        errors = errors or outcome.error_code != ErrorCode.none
-        results.append((topic, outcome))
-        marks.append(mark)
-    return results, total, errors, marks
+        return answer, mark
+
+    def settle_forgotten(self, forgotten: list[tuple[str, int]]) -> None:
+        """A follower's partitions its session no longer fetches: what the stamp recorded for them is settled,
+        so their progress stops moving with the session's fetches."""
+        if self.replica is None:
+            return
+        replicas = self.state.partitions.replicas
+        for topic, index in forgotten:
+            leader = replicas.leader(topic, index)
+            progress = leader.followers.get(self.replica[0]) if leader is not None else None
+            if progress is not None and progress.quiet is self.stamp:
+                progress.settle()
 
 
 def _by_topic(answers: list[tuple[str, Answer]]) -> list[tuple[str, list[Answer]]]:
@@ -225,36 +244,43 @@ async def handle(state: PartitionNeeds, request: Request) -> list[bytes | memory
     version, correlation_id = request.header.api_version, request.header.correlation_id
     replica_id = body.replica_id
     sessions = node.fetch_sessions
+    forgotten = [(topic.topic, index) for topic in body.forgotten_topics_data for index in topic.partitions]
     context = sessions.open(
         body.session_id,
         body.session_epoch,
         [(topic.topic, partition) for topic in body.topics for partition in topic.partitions],
-        [(topic.topic, index) for topic in body.forgotten_topics_data for index in topic.partitions],
+        forgotten,
         privileged=replica_id >= 0,
         now_ms=node.monotonic_ms(),
     )
     wanted = context.partitions
-    max_bytes = min(body.max_bytes, int(node.config["fetch.max.bytes"]))
-    min_bytes = body.min_bytes
     deadline = time.monotonic() + body.max_wait_ms / 1000
+    min_bytes = body.min_bytes
     watched = [(topic, p.partition) for topic, p in wanted]
-    # The follower's incarnation is taken once, as the fetch arrives: a long poll re-reads its
-    # partitions later, when the registration may already be a newer incarnation's.
-    replica = state.partitions.follower_identity(replica_id) if replica_id >= 0 else None
-    denied = _denied(state, wanted, replica_id)
-    read_committed = body.isolation_level == 1
+    reading = _Reading(
+        state=state,
+        wanted=wanted,
+        max_bytes=min(body.max_bytes, int(node.config["fetch.max.bytes"])),
+        read_committed=body.isolation_level == 1,
+        # The follower's incarnation is taken once, as the fetch arrives: a long poll re-reads its
+        # partitions later, when the registration may already be a newer incarnation's.
+        replica=state.partitions.follower_identity(replica_id) if replica_id >= 0 else None,
+        denied=_denied(state, wanted, replica_id),
+        cached=context.cached,
+        marks=context.session is not None or context.wants_session,
+        stamp=context.stamp,
+    )
+    if context.session is not None and forgotten:
+        reading.settle_forgotten(forgotten)
     while True:
-        results, total, errors, marks = _read_all(
-            state, wanted, max_bytes, read_committed=read_committed, replica=replica, denied=denied,
-            cached=context.cached,
-        )  # fmt: skip
+        results, total, errors, marks = reading.read_all()
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0 or not watched:
             break
         woken = await node.fetch_waiters.wait(watched, remaining)
         if not woken and total == 0:
             break  # nothing read and nothing appended or moved since: reading again would find the same
-    answer = sessions.answer(context, results, node.monotonic_ms(), marks)
+    answer = sessions.answer(context, results, node.monotonic_ms(), marks if reading.marks else None)
     if replica_id < 0 and total:
         _count_bytes_out(state, answer.partitions)
     return encode_fetch_response(

@@ -19,6 +19,12 @@ Kafka's Partition and Replica classes, for the leader side:
   follower joins with names that epoch. An ISR member's progress counts toward the high
   watermark only if it was made in the epoch the member is in sync in, so what a follower
   fetched before a restart that lost it is never taken for what its new incarnation holds.
+- A fetch session that skips a quiet partition (``fetch_sessions``: the follower is in sync and at
+  the leader's end, and nothing has changed since) records the follower's fetch once per fetch, on
+  the session's stamp, rather than on every partition: while ``quiet`` holds the stamp, each fetch
+  it marks counts as a fetch at the leader's end at that time. The next fetch that reads the
+  partition (it changed, or the follower named it anew) settles the stamp's time into the progress
+  first, as if every skipped fetch had been recorded.
 """
 
 from __future__ import annotations
@@ -26,10 +32,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from barnabas.cluster import PartitionState
 from barnabas.log import PartitionLog
 from barnabas.protocol import ErrorCode
+
+if TYPE_CHECKING:
+    from ..fetch_sessions import PassStamp
 
 __all__ = ["FollowerProgress", "LeaderReplica"]
 
@@ -42,6 +52,21 @@ class FollowerProgress:
     last_fetch_leader_end: int = -1
     #: The follower's broker epoch when its latest fetch arrived (-1: not registered then).
     broker_epoch: int = -1
+    #: While its fetch session skips the partition as quiet: when that session last fetched (see the module).
+    quiet: PassStamp | None = None
+
+    def caught_up_ms(self) -> int:
+        """When the follower last fetched at, or past, what the leader's end was at its fetch before."""
+        if self.quiet is None:
+            return self.last_caught_up_ms
+        return max(self.last_caught_up_ms, self.quiet.ms)
+
+    def settle(self) -> None:
+        """Record the fetches the session skipped this partition in: each was at the leader's end."""
+        if self.quiet is not None:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.quiet.ms)
+            self.last_fetch_ms = max(self.last_fetch_ms, self.quiet.ms)
+            self.quiet = None
 
 
 class LeaderReplica:
@@ -96,6 +121,7 @@ class LeaderReplica:
         progress = self.followers.get(replica_id)
         if progress is None:
             return False
+        progress.settle()
         progress.broker_epoch = broker_epoch
         leader_end = self.log.log_end_offset
         if fetch_offset >= leader_end:
@@ -135,14 +161,14 @@ class LeaderReplica:
         return {
             r: p.broker_epoch for r, p in self.followers.items()
             if p.broker_epoch >= 0 and live.get(r) == p.broker_epoch and not self.state.in_sync(r, p.broker_epoch)
-            and p.log_end_offset >= max(hw, self.epoch_start_offset) and now_ms - p.last_caught_up_ms <= max_lag_ms
+            and p.log_end_offset >= max(hw, self.epoch_start_offset) and now_ms - p.caught_up_ms() <= max_lag_ms
         }  # fmt: skip
 
     def lagging(self, now_ms: int, max_lag_ms: int) -> list[int]:
         """ISR followers that have not caught up for longer than ``max_lag_ms`` (shrink candidates)."""
         return [
             r for r in self.state.isr
-            if r != self.broker_id and now_ms - self.followers.get(r, FollowerProgress()).last_caught_up_ms > max_lag_ms
+            if r != self.broker_id and now_ms - self.followers.get(r, FollowerProgress()).caught_up_ms() > max_lag_ms
         ]  # fmt: skip
 
     async def wait_for_high_watermark(self, offset: int, timeout_s: float) -> ErrorCode:
