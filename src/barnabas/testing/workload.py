@@ -32,7 +32,7 @@ import logging
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
@@ -147,13 +147,11 @@ class Workload:
         Raises:
             AssertionError: the producer failed fatally, or the time ran out.
         """
-        deadline = time.monotonic() + timeout_s
-        while self.acked_count() < at_least:
-            if self.fatal is not None:
-                raise AssertionError(f"the producer stopped with a fatal error: {self.fatal}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"only {self.acked_count()} values acked, wanted {at_least}")
-            time.sleep(0.05)
+
+        def stopped() -> str | None:
+            return f"the producer stopped with a fatal error: {self.fatal}" if self.fatal is not None else None
+
+        _wait_for(self.acked_count, at_least, timeout_s, stopped, lambda: "values acked")
 
     def committed_count(self) -> int:
         """Partition offsets the group's coordinator has acknowledged so far."""
@@ -165,12 +163,10 @@ class Workload:
         Raises:
             AssertionError: the time ran out (the last commit failures named).
         """
-        deadline = time.monotonic() + timeout_s
-        while self.committed_count() < at_least:
-            if time.monotonic() > deadline:
-                failures = list(self._commit_failures)[-3:]
-                raise AssertionError(f"only {self.committed_count()} offsets committed, wanted {at_least}: {failures}")
-            time.sleep(0.05)
+        _wait_for(
+            self.committed_count, at_least, timeout_s, lambda: None,
+            lambda: f"offsets committed (last failures: {list(self._commit_failures)[-3:]})",
+        )  # fmt: skip
 
     def finish(self, timeout_s: float = 120.0) -> WorkloadResult:
         """Stop producing, wait for every delivery report, consume until all acked were seen, read the group's offsets.
@@ -346,3 +342,20 @@ class Workload:
                 positions[partition] = offset + 1
         finally:
             self._consumer.close()
+
+
+def _wait_for(
+    count: Callable[[], int],
+    at_least: int,
+    timeout_s: float,
+    stopped: Callable[[], str | None],
+    what: Callable[[], str],
+) -> None:
+    """Poll ``count`` until it reaches ``at_least``; fail at once if ``stopped`` gives a reason, or at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while (have := count()) < at_least:
+        if (reason := stopped()) is not None:
+            raise AssertionError(reason)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"only {have} {what()}, wanted {at_least}")
+        time.sleep(0.05)
