@@ -187,6 +187,10 @@ class PartitionLog:
         self._last_flush_ms = now_ms
         self._closed = False
         self._structure_version = 0
+        #: Bumped whenever the log start, the log end or the high watermark may have moved, and on close: one
+        #: number tells a reader that remembered it whether what it read then still holds (read it, never set
+        #: it: a plain attribute, as a fetch session checks it for every quiet partition of every fetch).
+        self.offsets_version = 0
         #: Set by the cleaner while a pass over this log is in progress: retention waits.
         self.cleaning = False
         #: The lowest active-segment base a truncation left since the cleaner last looked (its
@@ -306,6 +310,7 @@ class PartitionLog:
     def high_watermark(self, offset: int) -> None:
         """Set by replication; kept within [log start offset, log end offset] as Kafka does."""
         self._high_watermark = max(self._log_start_offset, min(offset, self._log_end_offset))
+        self.offsets_version += 1
 
     @property
     def recovery_point(self) -> int:
@@ -538,6 +543,7 @@ class PartitionLog:
 
     def _after_leader_append(self, header: RecordBatchHeader) -> None:
         self._log_end_offset = header.next_offset
+        self.offsets_version += 1
         self._producers.update(header)
         if self.hw_follows_log_end:
             self._high_watermark = self._log_end_offset
@@ -598,6 +604,7 @@ class PartitionLog:
                 self._epochs.assign(epoch, header.base_offset)
             self.active_segment.append(view[position : position + header.size], header)
             self._log_end_offset = self._next_offset = header.next_offset
+            self.offsets_version += 1
             if header.is_control:
                 # Transaction markers carry no sequences; replay on load skips them too.
                 self._producers.update_map_end_offset(header.next_offset)
@@ -823,6 +830,7 @@ class PartitionLog:
             raise OffsetOutOfRangeError(offset, self._log_start_offset, self._high_watermark, "high watermark")
         if offset > self._log_start_offset:
             self._log_start_offset = offset
+            self.offsets_version += 1
             self._epochs.truncate_from_start(offset)
         return self._log_start_offset
 
@@ -883,6 +891,7 @@ class PartitionLog:
         first = self._local.segments[0].base_offset
         if first > self._log_start_offset:
             self._log_start_offset = first
+            self.offsets_version += 1
             self._epochs.truncate_from_start(first)
         self._producers.delete_snapshots_before(first)
 
@@ -921,6 +930,7 @@ class PartitionLog:
         self._log_end_offset = self._next_offset = end
         self._recovery_point = min(self._recovery_point, end)
         self._high_watermark = min(self._high_watermark, end)
+        self.offsets_version += 1
         self._epochs.truncate_from_end(end)
         self._producers.delete_snapshots_after(end)
         start = self._producers.truncate_and_reload(self._log_start_offset, end, now_ms)
@@ -984,6 +994,7 @@ class PartitionLog:
         self._structure_version += 1
         self._local.reset_at(offset, self._config, now_ms)
         self._log_start_offset = self._log_end_offset = self._recovery_point = self._high_watermark = offset
+        self.offsets_version += 1
         self._next_offset = offset
         self._note_truncation()
         self._epochs.clear()
@@ -1008,6 +1019,7 @@ class PartitionLog:
         self._local.close()
         self._remove_due_files(1 << 63)
         self._closed = True
+        self.offsets_version += 1
 
     def delete(self, *, remove: bool = True) -> Path | None:
         """Close without flushing and rename the partition dir away for removal; return its new name.
@@ -1022,6 +1034,7 @@ class PartitionLog:
         self._structure_version += 1
         self._local.close()
         self._closed = True
+        self.offsets_version += 1
         if not self.directory.exists():
             return None
         doomed = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")

@@ -20,6 +20,17 @@ def test_after_a_full_fetch_only_changes_are_sent() -> None:
     assert (dropped.epoch, dropped.send, dropped.forget) == (2, {}, (B,))
 
 
+def test_a_partition_swapped_for_another_is_sent_and_the_other_forgotten() -> None:
+    """As many partitions as the session holds, equal values in new tuples, one of them another partition."""
+    handler: FetchSessionHandler[tuple[int, int]] = FetchSessionHandler()
+    assert handler.answered(handler.build({A: (1, 0), B: (2, 0)}), ErrorCode.none, 5)
+    same = handler.build({A: (1, int("0")), B: (2, 0)})
+    assert (same.send, same.forget) == ({}, ())
+    assert handler.answered(same, ErrorCode.none, 5)
+    swapped = handler.build({A: (1, 0), C: (7, 0)})
+    assert (swapped.send, swapped.forget) == ({C: (7, 0)}, (B,))
+
+
 def test_a_leader_without_room_leaves_every_fetch_full() -> None:
     handler: FetchSessionHandler[int] = FetchSessionHandler()
     assert handler.answered(handler.build({A: 1}), ErrorCode.none, 0)

@@ -397,3 +397,10 @@ def test_a_leader_append_after_follower_appends_continues_the_offsets(open_log: 
     result = log.append_as_leader(make_batch(2), 5, T0)
     assert (result.base_offset, log.log_end_offset) == (3, 5)
     assert log.leader_epoch_cache.entries == [(4, 0), (5, 3)]
+
+
+def test_a_follower_append_bumps_the_offsets_version(open_log: OpenLog) -> None:
+    log = open_log()
+    before = log.offsets_version
+    assert log.append_as_follower(b"".join(leader_log((2, 0))), T0).appended
+    assert log.offsets_version != before

@@ -450,3 +450,38 @@ def test_partition_metadata_pins_the_topic_id(open_log: OpenLog, log_dir: Path) 
     with pytest.raises(InconsistentTopicIdError):
         open_log(topic_id=uuid.uuid4())
     assert open_log(topic_id=topic_id).topic_id == topic_id
+
+
+# --- offsets version ---------------------------------------------------------------------------
+
+
+def test_every_move_of_the_log_offsets_bumps_the_offsets_version(open_log: OpenLog) -> None:
+    """A fetch session skips a partition while its log's offsets_version is what it was (broker.fetch_sessions):
+    each way the log start, log end or high watermark moves, and closing, must bump it."""
+    size = len(make_batch(3))
+    log = open_log(LogConfig(segment_bytes=2 * size, retention_bytes=2 * size, file_delete_delay_ms=0))
+    seen = [log.offsets_version]
+
+    def moved() -> bool:
+        seen.append(log.offsets_version)
+        return seen[-1] != seen[-2]
+
+    append_batches(log, [3])
+    assert moved() and log.log_end_offset == 3, "a leader append"
+    log.hw_follows_log_end = False
+    append_batches(log, [3] * 4)
+    assert moved()
+    log.high_watermark = 9
+    assert moved(), "the high watermark set"
+    assert log.delete_records_before(3) == 3
+    assert moved(), "DeleteRecords"
+    log.high_watermark = 15
+    moved()
+    assert log.maintain(T0 + 1).deleted_segments
+    assert moved() and log.log_start_offset > 3, "retention"
+    assert log.truncate_to(12, T0)
+    assert moved() and log.log_end_offset == 12, "a truncation"
+    log.truncate_fully_and_start_at(20, T0)
+    assert moved(), "a full truncation"
+    log.close()
+    assert moved(), "closing"

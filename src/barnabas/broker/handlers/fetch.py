@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import cast
 
 from barnabas.log import FileSlice
 from barnabas.log import errors as log_errors
@@ -92,10 +93,22 @@ def _error(
     return FetchPartitionResult(index, code, high_watermark, high_watermark, log_start, ())
 
 
-def _quiet(leader: LeaderReplica, replica: tuple[int, int] | None) -> tuple[object, ...]:
-    """What a partition read at the end of what it may read must still be for another read to find nothing."""
-    log = leader.log
-    return (leader, leader.state, log.log_end_offset, log.high_watermark, log.log_start_offset, replica)
+Replica = tuple[int, int]
+#: A quiet mark: the leader, its partition state and its log's ``offsets_version`` when a read at the end of
+#: what the fetcher may read found nothing, and the follower that read it (None: a consumer).
+QuietMark = tuple[LeaderReplica, object, int, Replica | None]
+
+
+def _still_quiet(mark: object, replica: Replica | None) -> LeaderReplica | None:
+    """The mark's leader if reading its partition again would find nothing new for ``replica``, else None.
+
+    The leader still leads (a new leader, or none, resigns it first), with the same state, and its
+    log's offsets have not moved (nor has the log closed: a deleted topic's log bumps the version).
+    """
+    leader, state, version, reader = cast(QuietMark, mark)
+    if leader.resigned or leader.state is not state or leader.log.offsets_version != version or reader != replica:
+        return None
+    return leader
 
 
 Answer = FetchPartitionResult[FileSlice]
@@ -110,7 +123,7 @@ class _Reading:
     max_bytes: int
     read_committed: bool
     #: A follower's (replica id, broker epoch), else None.
-    replica: tuple[int, int] | None
+    replica: Replica | None
     denied: frozenset[str]
     #: An incremental fetch's cached partitions, beside ``wanted``.
     cached: list[CachedPartition[FetchPartition]] | None
@@ -128,7 +141,6 @@ class _Reading:
         results = []
         marks: list[object] = []
         now_ms = state.node.monotonic_ms()
-        replicas = state.partitions.replicas
         for i, (topic, partition) in enumerate(self.wanted):
             if topic in self.denied:
                 results.append((topic, _error(partition.partition, ErrorCode.topic_authorization_failed)))
@@ -136,13 +148,11 @@ class _Reading:
                 errors = True
                 continue
             quiet = cached[i].quiet if cached is not None else None
-            if quiet is not None:
-                leader = replicas.leader(topic, partition.partition)
-                if leader is not None and quiet == _quiet(leader, replica):
-                    if replica is not None:
-                        self._skipped(leader, replica[0])
-                    marks.append(UNREAD)
-                    continue
+            if quiet is not None and (leader := _still_quiet(quiet, replica)) is not None:
+                if replica is not None:
+                    self._skipped(leader, replica[0])
+                marks.append(UNREAD)
+                continue
             outcome, mark = self._read(topic, partition, max(remaining, 0), first=total == 0, now_ms=now_ms)
             size = sum(len(chunk) for chunk in outcome.records)
             total += size
@@ -172,6 +182,7 @@ class _Reading:
         fetch_offset = partition.fetch_offset
         if replica is not None:
             state.partitions.track_follower(found.leader, replica, fetch_offset, now_ms)
+        version = partition_log.offsets_version  # before the offsets are read: a move after them shows
         high_watermark = partition_log.high_watermark
         log_start = partition_log.log_start_offset
         max_offset = partition_log.log_end_offset if replica is not None else high_watermark
@@ -179,7 +190,7 @@ class _Reading:
         mark: object = None
         if fetch_offset == max_offset and fetch_offset >= log_start:  # nothing to read (a follower at rest)
             if self.marks and (replica is None or found.leader.state.in_sync(*replica)):
-                mark = _quiet(found.leader, replica)  # a follower out of the ISR is read (and may join it)
+                mark = (found.leader, found.leader.state, version, replica)  # (one out of the ISR is read: it may join)
                 if replica is not None:
                     self._skipped(found.leader, replica[0])
         else:

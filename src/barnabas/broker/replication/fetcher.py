@@ -79,6 +79,10 @@ class _Followed:
     truncated: bool = False
     #: monotonic time before which this partition is not fetched (after an error).
     paused_until: float = 0.0
+    #: What the last fetch asked of it, and its log's ``offsets_version`` then: while that version holds, the
+    #: same tuple is asked again (the session then finds it unchanged at a glance).
+    want: _Want | None = None
+    want_version: int = -1
 
 
 class ReplicaFetcher:
@@ -87,6 +91,8 @@ class ReplicaFetcher:
         self.followers = followers
         self.leader_id = leader_id
         self.partitions: dict[TopicPartition, _Followed] = {}
+        #: Partitions to truncate before they are fetched (a new leader epoch, an out-of-range answer).
+        self._untruncated: set[TopicPartition] = set()
         self._task: asyncio.Task[None] | None = None
         self._client: KafkaClient | None = None
         self._changed = asyncio.Event()
@@ -112,16 +118,18 @@ class ReplicaFetcher:
     def add(self, tp: TopicPartition, leader_epoch: int) -> None:
         """Follow ``tp`` under ``leader_epoch`` (again): it is truncated before it is fetched."""
         self.partitions[tp] = _Followed(leader_epoch)
+        self._untruncated.add(tp)
         self._changed.set()
 
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
+        self._untruncated.discard(tp)
 
     # -- the loop ----------------------------------------------------------------------------------
 
     async def _run(self) -> None:
         while True:
-            if not self._ready():
+            if not self._any_ready():
                 await self._wait_for_work()
                 continue
             try:
@@ -141,9 +149,9 @@ class ReplicaFetcher:
                 self._drop_client()
                 await asyncio.sleep(self._backoff_s)
 
-    def _ready(self) -> list[TopicPartition]:
+    def _any_ready(self) -> bool:
         now = time.monotonic()
-        return [tp for tp, followed in self.partitions.items() if followed.paused_until <= now]
+        return any(followed.paused_until <= now for followed in self.partitions.values())
 
     async def _wait_for_work(self) -> None:
         """Until a partition is added or the earliest pause ends."""
@@ -193,16 +201,17 @@ class ReplicaFetcher:
 
     async def _truncate(self, client: KafkaClient) -> None:
         pending: dict[TopicPartition, tuple[int, int]] = {}
-        for tp in self._ready():
+        now = time.monotonic()
+        for tp in list(self._untruncated):
             waiting = self.partitions[tp]
-            if waiting.truncated:
+            if waiting.paused_until > now:
                 continue
             partition_log = self.state.logs.get(*tp)
             if partition_log is None:
                 continue
             latest = partition_log.latest_epoch
             if latest is None:
-                waiting.truncated = True  # nothing written under any epoch: nothing to cut
+                self._truncated(tp, waiting)  # nothing written under any epoch: nothing to cut
                 continue
             pending[tp] = (waiting.leader_epoch, latest)
         if not pending:
@@ -234,7 +243,11 @@ class ReplicaFetcher:
                     self._pause(tp, code)
                     continue
                 self._truncate_to_leader(tp, sent[1], int(result.leader_epoch), int(result.end_offset))
-                followed.truncated = True
+                self._truncated(tp, followed)
+
+    def _truncated(self, tp: TopicPartition, followed: _Followed) -> None:
+        followed.truncated = True
+        self._untruncated.discard(tp)
 
     def _truncate_to_leader(self, tp: TopicPartition, asked_epoch: int, epoch: int, end_offset: int) -> None:
         """Cut the log where it stops agreeing with the leader (Kafka's getOffsetTruncationState)."""
@@ -262,12 +275,23 @@ class ReplicaFetcher:
     async def _fetch(self, client: KafkaClient) -> bool:
         """One Fetch round; False when no partition is ready to fetch."""
         wanted: dict[TopicPartition, _Want] = {}
-        for tp in self._ready():
-            followed = self.partitions[tp]
-            partition_log = self.state.logs.get(*tp)
-            if not followed.truncated or partition_log is None:
+        logs = self.state.logs
+        now = time.monotonic()
+        for tp, followed in self.partitions.items():
+            if not followed.truncated or followed.paused_until > now:
                 continue
-            wanted[tp] = (partition_log.log_end_offset, partition_log.log_start_offset, followed.leader_epoch)
+            partition_log = logs.get(*tp)
+            if partition_log is None:
+                continue
+            want = followed.want
+            if want is None or followed.want_version != partition_log.offsets_version:
+                followed.want_version = partition_log.offsets_version  # before the offsets are read
+                want = followed.want = (
+                    partition_log.log_end_offset,
+                    partition_log.log_start_offset,
+                    followed.leader_epoch,
+                )
+            wanted[tp] = want
         if not wanted:
             return False
         fetch = self._session.build(wanted)
@@ -346,6 +370,7 @@ class ReplicaFetcher:
                     "%s-%d: offset %d out of range on leader %d; truncating again", *tp, fetch_offset, self.leader_id
                 )
                 followed.truncated = False
+                self._untruncated.add(tp)
                 self._pause(tp)
             return
         if code in _RETRIABLE:

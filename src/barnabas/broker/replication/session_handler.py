@@ -17,7 +17,7 @@ Kafka's rules, kept here:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -56,14 +56,17 @@ class FetchSessionHandler(Generic[W]):
         self.epoch = INITIAL_EPOCH
         self._held: dict[Key, W] = {}
 
-    def build(self, wanted: Mapping[Key, W]) -> SessionFetch[W]:
-        """The next fetch for ``wanted`` (in the order to read them)."""
-        wanted = dict(wanted)
+    def build(self, wanted: dict[Key, W]) -> SessionFetch[W]:
+        """The next fetch for ``wanted`` (in the order to read them); the fetch keeps the dict, unchanged.
+
+        A want the session holds as the very same object was not changed (the fetcher reuses the tuple of
+        a partition whose log has not moved): it is passed over without comparing.
+        """
         if self.epoch == INITIAL_EPOCH:
             return SessionFetch(self.session_id, INITIAL_EPOCH, wanted, (), wanted)
         held = self._held
-        send = {key: want for key, want in wanted.items() if held.get(key) != want}
-        forget = tuple(key for key in held if key not in wanted)
+        send = {key: want for key, want in wanted.items() if (had := held.get(key)) is not want and had != want}
+        forget = tuple(key for key in held if key not in wanted) if len(held) != len(wanted) or send else ()
         return SessionFetch(self.session_id, self.epoch, send, forget, wanted)
 
     def answered(self, fetch: SessionFetch[W], error: ErrorCode, session_id: int) -> bool:
