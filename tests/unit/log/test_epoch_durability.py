@@ -1,5 +1,5 @@
-"""A leader epoch started at a leadership change is written at once and made durable before the recovery
-point passes it: by a flush, or with the sync of a rolled segment.
+"""A leader epoch started at a leadership change, or by a follower's first batch of it, is written at once
+and made durable before the recovery point passes it: by a flush, or with the sync of a rolled segment.
 
 Thousands of partitions changing leader (a restart, a creation) would otherwise wait on two fsyncs each on
 the event loop. Records above the recovery point are recovered after a crash, and recovery assigns their
@@ -92,3 +92,20 @@ def test_a_crash_before_the_sync_recovers_the_epoch_from_the_records(open_log: O
     reopened = open_log()
     assert reopened.leader_epoch_cache.entries == [EpochEntry(0, 0), EpochEntry(4, 2)]
     assert reopened.log_end_offset == 5
+
+
+def test_a_followers_new_epoch_is_deferred_and_synced_by_the_next_flush(
+    open_log: OpenLog, log_dir: Path, fsyncs: list[tuple[str, Path]]
+) -> None:
+    """A follower's first batch of an epoch records the epoch as a leadership change does: written at once,
+    synced before the recovery point passes it, not on the request path."""
+    leader = open_log(directory=log_dir.with_name("leader-0"))
+    leader.append_as_leader(make_batch(2), 5, T0)
+    records = leader.read(0, 1 << 20).records
+    follower = open_log()
+    fsyncs.clear()
+    assert follower.append_as_follower(records, T0).appended
+    assert LeaderEpochCache.load(log_dir).entries == [EpochEntry(5, 0)]
+    assert checkpoint_syncs(fsyncs, log_dir) == []
+    follower.flush()
+    assert checkpoint_syncs(fsyncs, log_dir) == [threading.current_thread().name]
