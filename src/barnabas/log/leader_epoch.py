@@ -10,8 +10,8 @@ Rules this module keeps:
 - Every change is written to ``leader-epoch-checkpoint`` in the partition dir at once, durably
   unless the caller says the log will sync it (``sync=False``: a new leader epoch, a leader's or a
   follower's, whose file the log syncs before its recovery point passes it; the cuts a load derives
-  from the log itself, which the next load makes again). A missing entry below the recovery point would make
-  OffsetForLeaderEpoch answer wrongly; above it, recovery assigns the records' epochs again.
+  from the log itself, which the next load makes again). A missing entry below the recovery point
+  would make OffsetForLeaderEpoch answer wrongly; above it, recovery assigns the records' epochs again.
 - :meth:`LeaderEpochCache.end_offset_for` answers OffsetForLeaderEpoch exactly as
   LeaderEpochFileCache.endOffsetFor, UNDEFINED (-1, -1) included.
 """
