@@ -38,6 +38,8 @@ from barnabas.protocol import ErrorCode, request_class
 from .session_handler import FetchSessionHandler
 
 if TYPE_CHECKING:
+    from barnabas.log import PartitionLog
+
     from ..follower_appends import FollowerAppends
     from ..state import NodeState
 
@@ -79,9 +81,10 @@ class _Followed:
     truncated: bool = False
     #: monotonic time before which this partition is not fetched (after an error).
     paused_until: float = 0.0
-    #: What the last fetch asked of it, and its log's ``offsets_version`` then: while that version holds, the
-    #: same tuple is asked again (the session then finds it unchanged at a glance).
+    #: What the last fetch asked of it, and of which log at which ``offsets_version``: while that log is the
+    #: partition's and its version holds, the same tuple is asked again (the session finds it unchanged at a glance).
     want: _Want | None = None
+    want_log: PartitionLog | None = None
     want_version: int = -1
 
 
@@ -284,7 +287,12 @@ class ReplicaFetcher:
             if partition_log is None:
                 continue
             want = followed.want
-            if want is None or followed.want_version != partition_log.offsets_version:
+            if (
+                want is None
+                or followed.want_log is not partition_log
+                or followed.want_version != partition_log.offsets_version
+            ):
+                followed.want_log = partition_log
                 followed.want_version = partition_log.offsets_version  # before the offsets are read
                 want = followed.want = (
                     partition_log.log_end_offset,
