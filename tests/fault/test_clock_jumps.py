@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import ElectionType, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from barnabas.testing.wall_clock import ClockShimUnavailableError, WallClock, shim_library
 from barnabas.testing.workload import Workload
@@ -152,8 +154,8 @@ def leader_behind_with_a_stalled_follower(cluster: SteppedClockCluster, watermar
 def controller_steps_around_a_failover(cluster: SteppedClockCluster, watermarks: HighWatermarks) -> str:
     """The controller's clock back, then ahead, around a leader's kill -9: the partition is led again."""
     controller = cluster.controller()
+    victim = a_leader_other_than(cluster, controller)
     cluster.clocks[controller].step(-STEP_S)
-    victim = next(b for b in (cluster.leader_of(TOPIC, p) for p in range(PARTITIONS)) if b != controller)
     killed = time.monotonic()
     cluster.kill(victim)
     cluster.wait_for(
@@ -167,3 +169,25 @@ def controller_steps_around_a_failover(cluster: SteppedClockCluster, watermarks:
     watermarks.wait_all_grow(10)
     cluster.clocks[controller].reset()
     return f"controller {controller} back, then ahead: broker {victim}'s partitions led after {failover_s:.1f} s"
+
+
+def a_leader_other_than(cluster: SteppedClockCluster, broker: int) -> int:
+    """A broker other than ``broker`` that leads a partition of the topic. Failovers cycle after cycle can leave
+    every partition led by ``broker``; a preferred election then spreads them again (each broker is the first
+    replica of one partition)."""
+
+    def found() -> int | None:
+        return next((b for b in (cluster.leader_of(TOPIC, p) for p in range(PARTITIONS)) if b != broker), None)
+
+    leader = found()
+    if leader is None:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        partitions = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+        admin.elect_leaders(ElectionType.PREFERRED, partitions).result(timeout=30)
+        cluster.wait_for(
+            lambda md: any(md.topics[TOPIC].partitions[p].leader not in (-1, broker) for p in range(PARTITIONS)),
+            f"a partition led by a broker other than {broker}",
+        )
+        leader = found()
+    assert leader is not None, f"every partition is still led by broker {broker}"
+    return leader
