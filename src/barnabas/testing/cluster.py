@@ -146,7 +146,13 @@ class BrokerCluster:
                     continue
                 if condition(md):
                     return
-                last = {t: [(p.id, p.leader, p.isrs) for p in m.partitions.values()] for t, m in md.topics.items()}
+                # Which broker answered and which brokers it lists: a partition that never becomes whole may
+                # wait on a broker that some view has lost.
+                last = {
+                    "asked": broker.broker_id,
+                    "brokers": sorted(md.brokers),
+                    **{t: [(p.id, p.leader, p.isrs) for p in m.partitions.values()] for t, m in md.topics.items()},
+                }
             time.sleep(POLL_S)
         raise TimeoutError(f"timed out waiting for {what}; last seen: {last}")
 
