@@ -78,7 +78,6 @@ _Want = tuple[int, int, int]
 @dataclass(slots=True)
 class _Followed:
     leader_epoch: int
-    truncated: bool = False
     #: monotonic time before which this partition is not fetched (after an error).
     paused_until: float = 0.0
     #: What the last fetch asked of it, and of which log at which ``offsets_version``: while that log is the
@@ -94,7 +93,8 @@ class ReplicaFetcher:
         self.followers = followers
         self.leader_id = leader_id
         self.partitions: dict[TopicPartition, _Followed] = {}
-        #: Partitions to truncate before they are fetched (a new leader epoch, an out-of-range answer).
+        #: Partitions to truncate before they are fetched (a new leader epoch, an out-of-range answer); the
+        #: others are fetched.
         self._untruncated: set[TopicPartition] = set()
         self._task: asyncio.Task[None] | None = None
         self._client: KafkaClient | None = None
@@ -214,7 +214,7 @@ class ReplicaFetcher:
                 continue
             latest = partition_log.latest_epoch
             if latest is None:
-                self._truncated(tp, waiting)  # nothing written under any epoch: nothing to cut
+                self._untruncated.discard(tp)  # nothing written under any epoch: nothing to cut
                 continue
             pending[tp] = (waiting.leader_epoch, latest)
         if not pending:
@@ -246,11 +246,7 @@ class ReplicaFetcher:
                     self._pause(tp, code)
                     continue
                 self._truncate_to_leader(tp, sent[1], int(result.leader_epoch), int(result.end_offset))
-                self._truncated(tp, followed)
-
-    def _truncated(self, tp: TopicPartition, followed: _Followed) -> None:
-        followed.truncated = True
-        self._untruncated.discard(tp)
+                self._untruncated.discard(tp)
 
     def _truncate_to_leader(self, tp: TopicPartition, asked_epoch: int, epoch: int, end_offset: int) -> None:
         """Cut the log where it stops agreeing with the leader (Kafka's getOffsetTruncationState)."""
@@ -279,26 +275,19 @@ class ReplicaFetcher:
         """One Fetch round; False when no partition is ready to fetch."""
         wanted: dict[TopicPartition, _Want] = {}
         logs = self.state.logs
+        untruncated = self._untruncated
         now = time.monotonic()
         for tp, followed in self.partitions.items():
-            if not followed.truncated or followed.paused_until > now:
+            if tp in untruncated or followed.paused_until > now:
                 continue
             partition_log = logs.get(*tp)
             if partition_log is None:
                 continue
             want = followed.want
-            if (
-                want is None
-                or followed.want_log is not partition_log
-                or followed.want_version != partition_log.offsets_version
-            ):
-                followed.want_log = partition_log
-                followed.want_version = partition_log.offsets_version  # before the offsets are read
-                want = followed.want = (
-                    partition_log.log_end_offset,
-                    partition_log.log_start_offset,
-                    followed.leader_epoch,
-                )
+            version = partition_log.offsets_version  # before the offsets are read
+            if want is None or followed.want_log is not partition_log or followed.want_version != version:
+                want = (partition_log.log_end_offset, partition_log.log_start_offset, followed.leader_epoch)
+                followed.want, followed.want_log, followed.want_version = want, partition_log, version
             wanted[tp] = want
         if not wanted:
             return False
@@ -377,7 +366,6 @@ class ReplicaFetcher:
                 log.warning(
                     "%s-%d: offset %d out of range on leader %d; truncating again", *tp, fetch_offset, self.leader_id
                 )
-                followed.truncated = False
                 self._untruncated.add(tp)
                 self._pause(tp)
             return
