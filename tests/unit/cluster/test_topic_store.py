@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -375,12 +375,9 @@ def test_a_load_lets_other_tasks_run_while_it_decodes_the_partition_states(
     assert len(seen) > 100, f"the decodes ran in {len(seen)} slices"
 
 
-def test_a_state_changed_while_a_load_decodes_keeps_its_newer_value(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_state_changed_while_a_load_decodes_keeps_its_newer_value(tmp_path: Path) -> None:
     """What the watch reads while a load decodes (the watches' resync at start) is newer than the load's
     listing, as during the listings."""
-    monkeypatch.setattr(time_slices, "SLICE_S", 0.0)
 
     async def scenario() -> tuple[PartitionState, PartitionState]:
         storage = await open_storage(f"sqlite://{tmp_path / 'c.db'}")
@@ -390,14 +387,17 @@ def test_a_state_changed_while_a_load_decodes_keeps_its_newer_value(
             await elsewhere.load()
             view = TopicStore(storage)
             await view.load()  # the broker's first load, before its watches start
-            decoding = asyncio.Event()
-            read_state = view._read_state
+            decoding, release = asyncio.Event(), asyncio.Event()
+            decode_states = view._decode_states
 
-            def noting_read_state(key: str, versioned: Versioned) -> PartitionState | None:
+            async def held_decode_states(states: Mapping[str, Versioned]) -> dict[str, PartitionState | None]:
+                # Held once listed, until the change has been read: racing a 2,000-state decode
+                # against a write and a refresh lost on a loaded machine.
                 decoding.set()
-                return read_state(key, versioned)
+                await release.wait()
+                return await decode_states(states)
 
-            view._read_state = noting_read_state  # type: ignore[method-assign]
+            view._decode_states = held_decode_states  # type: ignore[method-assign]
             loading = asyncio.ensure_future(view.load())
             await decoding.wait()
             version = elsewhere.state_version("wide", 7)
@@ -406,6 +406,7 @@ def test_a_state_changed_while_a_load_decodes_keeps_its_newer_value(
             await elsewhere.update_state("wide", 7, changed, version)
             await view.refresh([f"{PARTITIONS_PREFIX}wide/7"])  # what the watch does on the change
             assert not loading.done(), "the load was still decoding when the change was read"
+            release.set()
             await loading
             return view.states[("wide", 7)], changed
         finally:
