@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from barnabas.testing.network import HOST, NetNode, NetworkUnavailableError, PrivateNetwork
 from barnabas.testing.servers.etcd import EtcdServer
@@ -41,6 +41,8 @@ from tests.support.cluster import FAST_FAILOVER, BrokerCluster
 
 TOPIC = "partitioned"
 COORDINATION = "coordination"
+#: A topic whose every partition one broker leads (named per use: each is a fresh producer's only topic).
+ALL_LED_BY = "led-by-{leader}-{n}"
 CYCLES = int(os.environ.get("BARNABAS_TEST_REPLICATION_CYCLES", "1"))
 LAG_TIME_MAX_MS = int(FAST_FAILOVER["replica.lag.time.max.ms"])
 
@@ -105,11 +107,53 @@ def leader_isolated(cluster: NetworkedCluster, leader: int, workload: Workload) 
 
 
 def leader_cut_from_coordination(cluster: NetworkedCluster, leader: int, workload: Workload) -> None:
+    """Partition 0's leader is cut from coordination only. Beside the workload, a fresh producer writes to a
+    topic the victim leads every partition of: its one connection is to the victim (librdkafka asks only the
+    brokers it is connected to for Metadata), so the victim, which still runs, must send it on. Left to
+    answer from its last view, the victim held such a producer for good."""
     others = [b for b in cluster.brokers if b.broker_id != leader]
-    cluster.network.cut(node_of(leader), COORDINATION)
-    cluster.wait_for(lambda md: md.topics[TOPIC].partitions[0].leader not in (-1, leader), "a new leader", ask=others)
-    before = workload.acked_count()
-    workload.wait_acked(before + 50)  # the new leader takes writes while the old one still runs
+    cut_off = ALL_LED_BY.format(leader=leader, n=time.monotonic_ns())
+    create_led_by(cluster, cut_off, leader)
+    pinned = Workload(cluster.bootstrap, cut_off, 3).start()
+    try:
+        pinned.wait_acked(100)
+        cluster.network.cut(node_of(leader), COORDINATION)
+        cluster.wait_for(
+            lambda md: md.topics[TOPIC].partitions[0].leader not in (-1, leader), "a new leader", ask=others
+        )
+        before = workload.acked_count()
+        workload.wait_acked(before + 50)  # the new leader takes writes while the old one still runs
+        cluster.wait_for(
+            lambda md: all(p.leader not in (-1, leader) for p in md.topics[cut_off].partitions.values()),
+            f"new leaders of {cut_off}",
+            ask=others,
+        )
+        before = pinned.acked_count()
+        pinned.wait_acked(before + 50)  # the producer that only knew the victim went on through the new leaders
+        result = pinned.finish()
+        result.consumed = pinned.read_back(cluster.bootstrap)
+    finally:
+        pinned.finish(timeout_s=1)
+    assert pinned.fatal is None, pinned.fatal
+    assert not result.problems(), result.problems()
+
+
+def create_led_by(cluster: NetworkedCluster, topic: str, leader: int) -> None:
+    """A topic of 3 partitions, ``leader`` the first (preferred) replica of each, led by it everywhere."""
+    rest = [b.broker_id for b in cluster.brokers if b.broker_id != leader]
+    assignment = [[leader, *rest], [leader, *reversed(rest)], [leader, *rest]]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # kept alive until its futures resolve
+    for future in admin.create_topics(
+        [NewTopic(topic, num_partitions=len(assignment), replica_assignment=assignment)]
+    ).values():
+        future.result(timeout=30)
+    cluster.wait_for_everywhere(
+        lambda md: (
+            cluster.fully_replicated(md, topic)
+            and all(p.leader == leader for p in md.topics[topic].partitions.values())
+        ),
+        f"{topic} led by broker {leader} with full ISRs",
+    )
 
 
 def split_two_one(cluster: NetworkedCluster, leader: int, workload: Workload) -> None:

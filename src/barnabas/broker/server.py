@@ -421,7 +421,8 @@ class Broker:
         """When the session is lost (expired during a long outage), register again with a new one.
 
         ZooKeeper-mode Kafka does the same on session expiry: the broker was declared dead and its
-        replicas left the ISR; re-registering lets the controller and leaders take it back.
+        replicas left the ISR; re-registering lets the controller and leaders take it back. Until
+        then the broker is ``unregistered``, which lets the replica manager depose it (NodeState).
         """
         assert self._storage is not None and self.controller is not None
         metastore = self._storage.metastore
@@ -430,6 +431,7 @@ class Broker:
             assert session is not None
             await wait_until_lost(session)
             log.error("broker %d lost its coordination session; registering again", self.broker_id)
+            state.unregistered = True
             await _cancel(self._controller_task)
             while True:
                 try:
@@ -442,6 +444,7 @@ class Broker:
                     await asyncio.sleep(1.0)
             # A new incarnation: leaderships of the old one wait for the controller to elect anew.
             state.broker_epoch = registered.epoch
+            state.unregistered = state.deposed = False
             log.info("broker %d registered again with broker epoch %d", self.broker_id, registered.epoch)
             if self._replicas is not None:
                 self._replicas.poke()

@@ -90,6 +90,14 @@ class NodeState:
     #: This incarnation's broker epoch (KIP-380), -1 until registered; a new one after every
     #: registration. Partition states name the epoch each ISR member is in sync in.
     broker_epoch: int = -1
+    #: Set from the loss of this broker's coordination session until it has registered again: the
+    #: cluster has declared it dead, and its controller may elect other leaders meanwhile.
+    unregistered: bool = False
+    #: Set while unregistered once the followers of a partition it leads have all stopped fetching
+    #: from it (the replica manager decides): the cluster has moved on, so it leads nothing and lists
+    #: itself as not live, sending clients that only know it to the other brokers. A fresh
+    #: registration clears it.
+    deposed: bool = False
     fetch_waiters: FetchWaiters = field(default_factory=FetchWaiters)
     #: What the broker counts as it serves (requests, bytes in, ISR changes), for the admin endpoint.
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
@@ -113,7 +121,7 @@ class NodeState:
     #: Derived answers (the Metadata handler's per-topic sections), and the brokers generation they
     #: were built from; see :meth:`derived`.
     _derived: dict[Any, Any] = field(default_factory=dict, init=False, repr=False)
-    _derived_from: int = field(default=-1, init=False, repr=False)
+    _derived_from: tuple[int, bool] = field(default=(-1, False), init=False, repr=False)
 
     def __post_init__(self) -> None:
         config = self.config
@@ -141,14 +149,16 @@ class NodeState:
         led, leaves the other topics' answers as they are). Entries of topics that are gone are
         dropped with the rest once it holds several times as many entries as there are topics.
         """
-        generation = self.brokers.generation
-        if self._derived_from != generation or len(self._derived) > 8 * len(self.topics.topics) + 64:
-            self._derived_from = generation
+        built_from = (self.brokers.generation, self.deposed)
+        if self._derived_from != built_from or len(self._derived) > 8 * len(self.topics.topics) + 64:
+            self._derived_from = built_from
             self._derived = {}
         return self._derived
 
     def live_brokers(self) -> dict[int, BrokerInfo]:
-        """Registered brokers, this one always included (it serves even while coordination is away)."""
+        """Registered brokers, this one included (it serves even while coordination is away) unless deposed."""
+        if self.deposed:
+            return {broker_id: info for broker_id, info in self.brokers.live.items() if broker_id != self.broker_id}
         me = BrokerInfo(
             self.broker_id, self.advertised.host, self.advertised.port, self.rack, self.broker_epoch,
             endpoints=self.endpoints,
@@ -237,6 +247,11 @@ class BrokerState:
 
     @property
     def controller_id(self) -> int:
-        """The live controller's id, else this broker's: clients (kafkajs) send requests there."""
+        """The live controller's id, else this broker's (another live one's while deposed): clients (kafkajs)
+        send requests there."""
         controller = self.watcher.controller_id
-        return controller if controller in self.node.brokers.live else self.node.broker_id
+        node = self.node
+        if not node.deposed:
+            return controller if controller in node.brokers.live else node.broker_id
+        live = node.live_brokers()
+        return controller if controller in live else min(live, default=-1)

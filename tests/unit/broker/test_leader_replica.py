@@ -108,3 +108,19 @@ def test_a_read_after_skipped_fetches_counts_them_as_kafka_would(leader: LeaderR
     assert (progress.quiet, progress.last_caught_up_ms, progress.last_fetch_ms) == (None, 2000, 4000)
     assert 1 not in leader.lagging(2000 + LAG_MS, LAG_MS)
     assert 1 in leader.lagging(2000 + LAG_MS + 1, LAG_MS)
+
+
+def test_a_leader_is_abandoned_once_every_follower_in_its_isr_has_stopped_fetching(leader: LeaderReplica) -> None:
+    leader.on_follower_fetch(1, leader.log.log_end_offset, 0, EPOCHS[1])
+    leader.on_follower_fetch(2, leader.log.log_end_offset, LAG_MS, EPOCHS[2])
+    now_ms = LAG_MS + 1
+
+    assert not leader.abandoned(leader.lagging(now_ms, LAG_MS)), "broker 2 fetched within the lag time"
+    assert leader.abandoned(leader.lagging(2 * LAG_MS + 1, LAG_MS))
+
+
+def test_a_leader_alone_in_its_isr_is_never_abandoned(leader: LeaderReplica) -> None:
+    """Nobody else can lead it: the controller elects from the ISR, so no follower moved on."""
+    shrink_to_leader(leader, LAG_MS + 1)
+
+    assert not leader.abandoned(leader.lagging(10 * LAG_MS, LAG_MS))

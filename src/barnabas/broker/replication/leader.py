@@ -30,7 +30,7 @@ Kafka's Partition and Replica classes, for the leader side:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -170,6 +170,13 @@ class LeaderReplica:
             r for r in self.state.isr
             if r != self.broker_id and now_ms - self.followers.get(r, FollowerProgress()).caught_up_ms() > max_lag_ms
         ]  # fmt: skip
+
+    def abandoned(self, lagging: Collection[int]) -> bool:
+        """Whether every other ISR member is in ``lagging`` (see :meth:`lagging`), and there is one:
+        once this broker has lost its coordination session, the sign that its followers follow
+        another leader now."""
+        others = [r for r in self.state.isr if r != self.broker_id]
+        return bool(others) and all(r in lagging for r in others)
 
     async def wait_for_high_watermark(self, offset: int, timeout_s: float) -> ErrorCode:
         """Wait until the HW reaches ``offset``: NONE, REQUEST_TIMED_OUT, or NOT_LEADER_OR_FOLLOWER."""

@@ -240,7 +240,7 @@ class ReplicaManager:
         if replicas is None or me not in replicas or partition_state is None or partition_log is None:
             return  # (no longer this broker's since the pass began: the pass that change woke drops it)
         self._log_end_reports.maybe_report(tp, partition_state, partition_log)
-        if partition_state.leader == me and not partition_state.in_sync(me, state.broker_epoch):
+        if partition_state.leader == me and (state.deposed or not partition_state.in_sync(me, state.broker_epoch)):
             self._stop_leading(tp)  # a leadership of an earlier incarnation: the controller elects anew
             self._unfollow(tp)
         elif partition_state.leader == me:
@@ -361,11 +361,32 @@ class ReplicaManager:
                 lagging = leader.lagging(now_ms, lag_ms)
                 if not joining and not lagging:
                     continue
+                if self.state.unregistered and leader.abandoned(lagging):
+                    self._depose(tp, lag_ms)
+                    break
                 isr = tuple(r for r in leader.replicas if (r in leader.isr and r not in lagging) or r in joining)
                 try:
                     await self._write_isr(tp, leader, isr, joining)
                 except CoordinationError as exc:
                     log.warning("%s-%d: ISR change to %s not written (%s); will retry", *tp, list(isr), exc)
+
+    def _depose(self, tp: TopicPartition, lag_ms: int) -> None:
+        """Lead nothing and list this broker as not live until it registers again (NodeState.deposed).
+
+        Unregistered, it cannot tell a coordination outage, in which every broker keeps its last
+        view and its followers keep fetching, from its own loss, after which the controller elects
+        other leaders. Followers that all stopped fetching tell the second: a client that knows
+        only this broker (librdkafka asks only brokers it is connected to for Metadata) was held
+        by its stale answers for good, where now it looks elsewhere.
+        """
+        state = self.state
+        state.deposed = True
+        log.warning(
+            "broker %d: unregistered, and no follower of %s-%d has fetched for %d ms: the cluster has moved on;"
+            " leading nothing and listing itself as not live until it registers again",
+            state.broker_id, *tp, lag_ms,
+        )  # fmt: skip
+        self.poke()
 
     async def _write_isr(
         self, tp: TopicPartition, leader: LeaderReplica, isr: tuple[int, ...], joining: dict[int, int]
