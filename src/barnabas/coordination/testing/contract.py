@@ -363,7 +363,9 @@ async def check_ephemeral_keys_follow_their_session(target: Target) -> None:
         assert await observer.list("e/") == {"e/p": Versioned(b"2", 2, None)}, "a closed metastore's key stayed"
 
 
-async def _start_member(target: Target, group: str, member: str, elect: str | None = None) -> tuple[Any, list[str]]:
+async def _start_member(
+    target: Target, group: str, member: str, elect: str | None = None, *, rejoin: bool = False
+) -> tuple[Any, list[str]]:
     command = [
         sys.executable,
         "-m",
@@ -375,6 +377,8 @@ async def _start_member(target: Target, group: str, member: str, elect: str | No
     ]
     if elect:
         command += ["--elect", elect]
+    if rejoin:
+        command.append("--rejoin")
     process = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.PIPE)
     assert process.stdout is not None
     try:
@@ -473,6 +477,59 @@ async def check_paused_member_loses_its_session_within_its_ttl(target: Target) -
                 seen = await _line_starting(process, "state", ttl_s + target.vanish_slack_s + 5.0)
             assert "sleeper" not in await group.members(), "the resumed member's key came back"
         finally:
+            if process.returncode is None:
+                process.send_signal(signal.SIGCONT)
+                process.kill()
+                await process.wait()
+
+
+async def check_a_member_that_joined_again_at_once_is_seen_back(target: Target) -> None:
+    """A hung member that, resumed, finds its session lost and joins again at once (a broker registering
+    again) is back in the view another process keeps from watch events, and stays there.
+
+    That view is a broker's list of live brokers: every event re-reads the group (the metadata
+    watcher's rule). The end of the old session must not take the new key with it, nor may the
+    watch fold the member's departure and return into nothing the view would re-read.
+    """
+    async with opened(target) as metastore:
+        group = GroupMembership(metastore, "rejoined")
+        key = group.prefix + "phoenix"
+        view: dict[str, bytes] = {}
+        watch = metastore.watch(group.prefix)
+
+        async def follow() -> None:
+            async for _ in watch:
+                view.clear()
+                view.update(await group.members())
+
+        process, line = await _start_member(target, "rejoined", "phoenix", rejoin=True)
+        following = asyncio.ensure_future(follow())
+        try:
+            ttl_s = float(line[2])
+
+            async def seen_with(data: bytes) -> bool:
+                return view.get("phoenix") == data
+
+            await eventually(lambda: seen_with(b"pid"), target.notify_timeout_s, "the member in the watched view")
+            process.send_signal(signal.SIGSTOP)
+            paused = time.monotonic()
+            await _vanishes_within_ttl(group, "phoenix", ttl_s, paused, "SIGSTOP")
+            process.send_signal(signal.SIGCONT)
+            rejoined = (await _line_starting(process, "rejoined", ttl_s + target.vanish_slack_s + 30.0)).split()[1]
+            await eventually(
+                lambda: seen_with(b"again"), target.notify_timeout_s, "the member back in the watched view"
+            )
+
+            async def kept() -> bool:
+                found = await metastore.get(key)
+                return view.get("phoenix") == b"again" and found is not None and found.session_id == rejoined
+
+            await holds_for(kept, 1.5 * ttl_s, "the member joined again, in the store and the watched view")
+        finally:
+            following.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await following
+            await watch.aclose()
             if process.returncode is None:
                 process.send_signal(signal.SIGCONT)
                 process.kill()
@@ -838,6 +895,7 @@ ALL_CHECKS: tuple[Callable[[Target], Awaitable[None]], ...] = (
     check_ephemeral_keys_follow_their_session,
     check_killed_member_vanishes_within_its_ttl,
     check_paused_member_loses_its_session_within_its_ttl,
+    check_a_member_that_joined_again_at_once_is_seen_back,
     check_one_leader_per_epoch_and_epochs_increase,
     check_deposed_leader_cannot_write,
     check_killed_leader_is_replaced,

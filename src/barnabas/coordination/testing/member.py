@@ -7,7 +7,9 @@ process proves that a backend notices death without the process's cooperation:
 
 It prints ``ready <session id> <granted ttl> [<epoch>]`` once joined (and elected), then
 ``state <name>`` on every change of its session's state (a paused member, resumed, must report
-``state lost``), and otherwise sleeps.
+``state lost``), and otherwise sleeps. With ``--rejoin`` it joins again at once whenever its session
+is lost, as a broker registers again, with a new session and the data ``again``, and prints
+``rejoined <session id>``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import sys
 from ..election import LeaderElection
 from ..membership import GroupMembership
 from ..registry import open_metastore
+from ..session_end import wait_until_lost
 
 
 async def _main(args: argparse.Namespace) -> None:
@@ -31,7 +34,14 @@ async def _main(args: argparse.Namespace) -> None:
         line += f" {fence.epoch}"
     session.add_state_listener(lambda state: print(f"state {state.value}", flush=True))
     print(line, flush=True)
-    await asyncio.Event().wait()
+    if not args.rejoin:
+        await asyncio.Event().wait()
+    group = GroupMembership(metastore, args.group)
+    while True:
+        await wait_until_lost(session)
+        session = await metastore.open_session(args.ttl)
+        await group.join(session, args.member, b"again")
+        print(f"rejoined {session.id}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("member")
     parser.add_argument("ttl", type=float)
     parser.add_argument("--elect", metavar="NAME", help="also run for this election and wait to win")
+    parser.add_argument("--rejoin", action="store_true", help="join again with a new session whenever it is lost")
     args = parser.parse_args(argv)
     asyncio.run(_main(args))
     return 0
