@@ -32,6 +32,8 @@ from barnabas.coordination.api import (
     WatchEvent,
 )
 from barnabas.coordination.backends.etcd import EtcdMetastore, open_backend, parse_url
+from barnabas.coordination.backends.etcd._connection import Stubs
+from barnabas.coordination.backends.etcd._session import BEAT_GRACE_S, Beat, EtcdSession
 from barnabas.coordination.errors import (
     SessionLostError,
     UnavailableError,
@@ -251,6 +253,34 @@ def test_lease_revoked_elsewhere_is_lost(url: str, etcd_server: EtcdServer) -> N
             await m.close()
 
     run(scenario(), etcd_server)
+
+
+class _KeepalivesThatNeverEnd(EtcdSession):
+    """A session whose keepalive streams never end, whatever their gRPC deadline."""
+
+    async def _keepalive_call(self, stubs: Stubs, timeout: float) -> Beat:
+        await asyncio.Event().wait()
+        raise AssertionError("a keepalive that never ends ended")
+
+
+def test_a_keepalive_that_never_ends_leaves_the_session_lost_within_its_ttl(url: str, etcd_server: EtcdServer) -> None:
+    """The state machine does not wait on a gRPC call's own deadline alone: a network-partition run once left a
+    session SUSPENDED from its first keepalive on, never LOST, while its lease ended on the server."""
+
+    async def scenario() -> list[SessionState]:
+        m = await open_backend(url)
+        try:
+            session = await _KeepalivesThatNeverEnd.grant(m._connection, 3)
+            try:
+                states = StateLog(session)
+                await states.reached(SessionState.LOST, timeout_s=3 + BEAT_GRACE_S + 2)
+                return states.states
+            finally:
+                await session.close()
+        finally:
+            await m.close()
+
+    assert run(scenario(), etcd_server) == [SessionState.SUSPENDED, SessionState.LOST]
 
 
 def test_commit_with_an_expired_lease_is_session_lost(url: str, etcd_server: EtcdServer) -> None:

@@ -13,6 +13,10 @@ Rules this module keeps (coordination.md §3):
   failure it is retried at once on the next endpoint, then every :data:`RETRY_INTERVAL_S`.
 - While a keepalive is out, the session is SUSPENDED once no answer has come for two thirds of the
   TTL (kazoo's read timeout), before the lease could end.
+- A keepalive still out :data:`BEAT_GRACE_S` past its deadline is dropped as unanswered: the state
+  machine never waits on a gRPC call's own deadline alone. A network-partition run once left a
+  session SUSPENDED from its first keepalive onwards, never LOST, while its lease ended on the server
+  and the broker stayed out of every ISR, registered nowhere and never registering again.
 - The three states are decided in :func:`state_after` alone: a keepalive answered with TTL > 0 is
   CONNECTED; an answer that the lease is gone (TTL <= 0, "lease not found") is LOST; an unanswered
   one is SUSPENDED until TTL has passed since the last answered keepalive was *sent* (the server
@@ -48,6 +52,8 @@ log = logging.getLogger(__name__)
 RETRY_INTERVAL_S = 0.25
 #: Seconds between revoke attempts after a LOST decided by the clock.
 REVOKE_INTERVAL_S = 1.0
+#: Seconds a keepalive may run past its deadline before it is dropped as unanswered.
+BEAT_GRACE_S = 0.5
 
 
 class Beat(enum.Enum):
@@ -151,14 +157,21 @@ class EtcdSession(SessionBase):
             self._set_state(SessionState.LOST)
 
     async def _watched_beat(self, deadline: float) -> Beat:
-        """:meth:`_beat`, SUSPENDED meanwhile once nothing has been answered for two thirds of the TTL."""
+        """:meth:`_beat`, SUSPENDED meanwhile once nothing has been answered for two thirds of the TTL, and
+        UNANSWERED once it overruns ``deadline`` by :data:`BEAT_GRACE_S`."""
         beat = asyncio.ensure_future(self._beat(deadline))
         try:
             quiet_until = self._last_answer + 2 * self.ttl_s / 3
             done, _ = await asyncio.wait({beat}, timeout=max(0.0, quiet_until - time.monotonic()))
             if not done:
                 self._set_state(SessionState.SUSPENDED)
-            return await beat
+            done, _ = await asyncio.wait({beat}, timeout=max(0.0, deadline - time.monotonic()) + BEAT_GRACE_S)
+            if not done:
+                log.warning(
+                    "keepalive of etcd session %s ran %.1f s past its deadline; unanswered", self.id, BEAT_GRACE_S
+                )
+                return Beat.UNANSWERED
+            return beat.result()
         finally:
             beat.cancel()
 
@@ -172,12 +185,7 @@ class EtcdSession(SessionBase):
                 return Beat.UNANSWERED
             timeout = max(0.001, deadline - time.monotonic())
             try:
-                call = stubs.lease.LeaseKeepAlive(
-                    iter([rpc.LeaseKeepAliveRequest(ID=self.lease_id)]), timeout=timeout, metadata=REQUIRE_LEADER
-                )
-                async for response in call:
-                    return Beat.ALIVE if response.TTL > 0 else Beat.GONE
-                return Beat.UNANSWERED
+                return await self._keepalive_call(stubs, timeout)
             except grpc.aio.AioRpcError as exc:
                 error = translate(exc, "keepalive")
                 if isinstance(error, SessionLostError):
@@ -189,6 +197,19 @@ class EtcdSession(SessionBase):
                 self._connection.failed(stubs)
                 if time.monotonic() >= deadline:
                     return Beat.UNANSWERED
+        return Beat.UNANSWERED
+
+    async def _keepalive_call(self, stubs: Stubs, timeout: float) -> Beat:
+        """One LeaseKeepAlive on a fresh stream, bounded by ``timeout`` (gRPC's deadline).
+
+        Raises:
+            grpc.aio.AioRpcError: the call failed.
+        """
+        call = stubs.lease.LeaseKeepAlive(
+            iter([rpc.LeaseKeepAliveRequest(ID=self.lease_id)]), timeout=timeout, metadata=REQUIRE_LEADER
+        )
+        async for response in call:
+            return Beat.ALIVE if response.TTL > 0 else Beat.GONE
         return Beat.UNANSWERED
 
     async def _revoke(self, deadline: float) -> bool:
