@@ -361,7 +361,7 @@ class ReplicaManager:
                 lagging = leader.lagging(now_ms, lag_ms)
                 if not joining and not lagging:
                     continue
-                if self.state.unregistered and leader.abandoned(lagging):
+                if self.state.unregistered and not self.state.deposed and leader.abandoned(lagging):
                     self._depose(tp, lag_ms)
                     break
                 isr = tuple(r for r in leader.replicas if (r in leader.isr and r not in lagging) or r in joining)
