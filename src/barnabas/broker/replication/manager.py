@@ -352,18 +352,24 @@ class ReplicaManager:
                 async with asyncio.timeout(interval_s):
                     await self._isr_wake.wait()
             self._isr_wake.clear()
-            now_ms = self.state.monotonic_ms()
             live = self.state.brokers.epochs()
             for tp, leader in list(self.leaders.items()):
                 if leader.resigned:
                     continue
+                # Read for each partition: a write before it may have waited seconds on an unreachable store.
+                now_ms = self.state.monotonic_ms()
                 joining = leader.wants_to_join(live, now_ms, lag_ms)
                 lagging = leader.lagging(now_ms, lag_ms)
                 if not joining and not lagging:
                     continue
-                if self.state.unregistered and not self.state.deposed and leader.abandoned(lagging):
-                    self._depose(tp, lag_ms)
-                    break
+                if self.state.unregistered:
+                    # ISR changes wait for a registration, as a fenced broker's AlterPartition is refused (each
+                    # write also waited out a request timeout on a store it had lost: a pass over 20 partitions
+                    # took 100 s, its lag figures as old); only whether the cluster has moved on is asked.
+                    if not self.state.deposed and leader.abandoned(lagging):
+                        self._depose(tp, lag_ms)
+                        break
+                    continue
                 isr = tuple(r for r in leader.replicas if (r in leader.isr and r not in lagging) or r in joining)
                 try:
                     await self._write_isr(tp, leader, isr, joining)
