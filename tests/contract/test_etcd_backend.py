@@ -283,6 +283,35 @@ def test_a_keepalive_that_never_ends_leaves_the_session_lost_within_its_ttl(url:
     assert run(scenario(), etcd_server) == [SessionState.SUSPENDED, SessionState.LOST]
 
 
+def test_a_lease_granted_after_waiting_for_the_server_counts_from_its_grant(crashable: EtcdServer) -> None:
+    """A session granted once the server is back, after waiting longer than its TTL, is CONNECTED and stays so:
+    it was born SUSPENDED, its time counted from the first attempt (a broker registering again after a healed
+    partition got such a session)."""
+    ttl_s = 3.0
+
+    async def scenario() -> list[SessionState]:
+        m = await open_backend(crashable.url_for() + "?timeout=20")
+        try:
+            assert await m.get("warm") is None  # the channel is up before the server goes
+            crashable.kill()
+            granting = asyncio.ensure_future(m.open_session(ttl_s))
+            await asyncio.sleep(ttl_s + 1)  # the outage: longer than the TTL asked for
+            await asyncio.to_thread(crashable.start)
+            session = await granting
+            states = StateLog(session)
+            try:
+                until = time.monotonic() + 1.5 * ttl_s
+                while time.monotonic() < until and not states.states:
+                    await asyncio.sleep(0.05)
+                return list(states.states)  # before the close below adds LOST
+            finally:
+                await session.close()
+        finally:
+            await m.close()
+
+    assert run(scenario(), crashable) == []
+
+
 def test_commit_with_an_expired_lease_is_session_lost(url: str, etcd_server: EtcdServer) -> None:
     async def scenario() -> None:
         m = await open_backend(url)

@@ -113,6 +113,11 @@ class EtcdSession(SessionBase):
         sent = time.monotonic()
 
         async def call(stubs: Stubs, timeout: float) -> Any:
+            # The lease's time counts from the attempt that got it, not from the first: a grant that waited
+            # seconds for a member (a healed partition) was otherwise born at the end of its TTL, SUSPENDED
+            # before its first keepalive and LOST if that one was not answered at once.
+            nonlocal sent
+            sent = time.monotonic()
             return await stubs.lease.LeaseGrant(
                 rpc.LeaseGrantRequest(TTL=ttl), timeout=timeout, metadata=REQUIRE_LEADER
             )
