@@ -12,7 +12,9 @@ acknowledged value exactly once, in per-partition produce order.
 
 - leader isolated: the leader of partition 0 cut from the other brokers and the coordination
   service (on SQLite, whose store is a file, from the other brokers only).
-- leader cut from coordination: it still reaches the other brokers (etcd only).
+- leader cut from coordination: it still reaches the other brokers (etcd only). A second, fresh producer
+  writes to a topic the victim leads entirely, so the victim is its one connection: the victim must send
+  it on (it is deposed once its followers have gone) and nothing it acknowledged may be lost.
 - split 2/1: the leader alone on one side, both followers on the other; all reach coordination.
 - bridge: the leader and one follower cut apart, the other follower reaching both.
 - lossy network: every broker drops 20% of its packets, in and out.
