@@ -146,6 +146,9 @@ def create_led_by(cluster: NetworkedCluster, topic: str, leader: int) -> None:
     """A topic of 3 partitions, ``leader`` the first (preferred) replica of each, led by it everywhere."""
     rest = [b.broker_id for b in cluster.brokers if b.broker_id != leader]
     assignment = [[leader, *rest], [leader, *reversed(rest)], [leader, *rest]]
+    # An assignment naming a broker the controller has not seen register again yet is refused (as in Kafka).
+    everyone = {b.broker_id for b in cluster.brokers}
+    cluster.wait_for_everywhere(lambda md: set(md.brokers) == everyone, "every broker registered in every view")
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # kept alive until its futures resolve
     for future in admin.create_topics(
         [NewTopic(topic, num_partitions=len(assignment), replica_assignment=assignment)]
