@@ -19,10 +19,13 @@ Kafka's FetchSession.scala, kept here:
 - An incremental answer lists partitions in the session's order, and one that returned records
   moves to the end, so a busy partition does not take the response's max bytes every time.
 - Not Kafka's: a partition read at the end of what it may read (no records, no error) keeps a mark of
-  its leader and offsets then (``quiet``). While the mark still holds and the fetch does not name the
-  partition anew, reading it again would find nothing to answer, so the fetch handler skips it: a fetch
-  costs what changed, not every partition of its session. A follower's progress on the partitions it
-  skips is recorded once per fetch, on the session's ``PassStamp`` (``replication.leader``).
+  its leader and offsets then (``quiet``) and leaves the session's ``ready`` set: the next move of its
+  log (an append, a high watermark or log start moving, its leader's state changing or the leader
+  resigning) puts it back (``FetchSession.wake``, called by the log), as does a fetch naming it anew or
+  a fetch by another reader (a follower registered again). A fetch reads only the ready partitions, in
+  the session's order: it costs what changed, not every partition of its session. A follower's
+  progress on the quiet partitions is recorded once per fetch, on the session's ``PassStamp``
+  (``replication.leader``).
 - At most ``max.incremental.fetch.session.cache.slots`` sessions. A new session when all are taken
   evicts the least recently used one if it has been idle ``min.incremental.fetch.session.eviction.ms``;
   else the least valuable evictable one (a consumer's before a follower's, then the smaller) if the
@@ -33,9 +36,9 @@ Kafka's FetchSession.scala, kept here:
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence, Sized
+from collections.abc import Callable, Iterable, Sequence, Sized
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from barnabas.protocol import ErrorCode
 
@@ -101,6 +104,8 @@ class CachedPartition(Generic[P]):
     log_start_offset: int = -1
     #: What the partition was when a read at this request found nothing new; None: read it.
     quiet: object = None
+    #: Its place in the answer order (a partition that returned records moves to the end).
+    position: int = 0
 
 
 @dataclass(slots=True, eq=False)
@@ -112,9 +117,36 @@ class FetchSession(Generic[P]):
     last_used_ms: int
     #: The epoch the next incremental fetch must name.
     epoch: int
-    #: In answer order: a partition that returned records moves to the end.
     partitions: dict[Key, CachedPartition[P]] = field(default_factory=dict)
     stamp: PassStamp = field(default_factory=PassStamp)
+    #: The partitions the next fetch reads: every one not quiet (see the module).
+    ready: set[Key] = field(default_factory=set)
+    #: Called when a quiet partition becomes ready, while a fetch of the session waits; else None.
+    on_ready: Callable[[], None] | None = None
+    #: Who read last (a follower's (id, broker epoch), None for a consumer): quiet marks name their reader.
+    reader: object = None
+    #: The next answer-order position to hand out.
+    next_position: int = 0
+
+    def wake(self, key: Key) -> None:
+        """Something happened to ``key``'s partition: the next fetch reads it (the log calls this)."""
+        part = self.partitions.get(key)
+        if part is None:
+            return
+        part.quiet = None
+        self.ready.add(key)
+        if self.on_ready is not None:
+            self.on_ready()
+
+    def to_read(self) -> tuple[list[tuple[str, P]], list[CachedPartition[P]]]:
+        """The ready partitions in answer order, and their cached entries beside them."""
+        parts = self.partitions
+        keys = sorted(self.ready, key=lambda key: parts[key].position)
+        return [(key[0], parts[key].request) for key in keys], [parts[key] for key in keys]
+
+    def place_last(self, part: CachedPartition[P]) -> None:
+        part.position = self.next_position
+        self.next_position += 1
 
 
 @dataclass(slots=True)
@@ -133,6 +165,8 @@ class FetchContext(Generic[P]):
     cached: list[CachedPartition[P]] | None = None
     #: The session's stamp (a new one for a full fetch, kept by the session it may open).
     stamp: PassStamp = field(default_factory=PassStamp)
+    #: Who fetches (a full fetch's session starts with it).
+    reader: object = None
 
 
 @dataclass(slots=True)
@@ -141,15 +175,27 @@ class SessionAnswer(Generic[A]):
     error: ErrorCode
     #: (topic, answer) to send, in order.
     partitions: list[tuple[str, A]]
+    #: The session the answer names (None: none), and the partitions this answer left quiet, with their marks:
+    #: the fetch handler asks each one's log to wake the session at its next move (see the module).
+    session: FetchSession[Any] | None = None
+    quieted: list[tuple[Key, object]] = field(default_factory=list)
 
 
 class FetchSessionCache(Generic[P]):
     """A broker's fetch sessions (Kafka's FetchSessionCache, one shard)."""
 
-    def __init__(self, max_slots: int, eviction_ms: int, rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        max_slots: int,
+        eviction_ms: int,
+        rng: random.Random | None = None,
+        on_end: Callable[[FetchSession[P]], None] | None = None,
+    ) -> None:
+        """Args: ``on_end`` is called with each session that ends (closed, emptied or evicted)."""
         self.max_slots = max_slots
         self.eviction_ms = eviction_ms
         self._rng = rng or random.Random()
+        self._on_end = on_end
         self._sessions: dict[int, FetchSession[P]] = {}
         #: Sessions evicted to make room (Kafka's IncrementalFetchSessionEvictionsPerSec).
         self.evictions = 0
@@ -175,41 +221,51 @@ class FetchSessionCache(Generic[P]):
         *,
         privileged: bool,
         now_ms: int,
+        reader: object = None,
     ) -> FetchContext[P]:
-        """The context of a fetch naming ``session_id`` at ``epoch``, with these partitions and forgotten ones."""
+        """The context of a fetch naming ``session_id`` at ``epoch``, with these partitions and forgotten ones.
+
+        ``reader`` is who fetches (a follower's identity): when it is not the session's last, every
+        partition is read again, as the quiet marks name their reader.
+        """
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
-            if session_id != INVALID_SESSION_ID:
-                self._sessions.pop(session_id, None)
-            return FetchContext(partitions, wants_session=epoch == INITIAL_EPOCH, privileged=privileged)
+            if session_id != INVALID_SESSION_ID and (closed := self._sessions.pop(session_id, None)) is not None:
+                self._ended(closed)
+            return FetchContext(partitions, wants_session=epoch == INITIAL_EPOCH, privileged=privileged, reader=reader)
         session = self._sessions.get(session_id)
         if session is None:
             return FetchContext([], ErrorCode.fetch_session_id_not_found)
         if session.epoch != epoch:
             return FetchContext([], ErrorCode.invalid_fetch_session_epoch)
         cached = session.partitions
+        ready = session.ready
         for topic, request in partitions:
             key = (topic, request.partition)
             known = cached.get(key)
             if known is None:
-                cached[key] = CachedPartition(request)
+                cached[key] = known = CachedPartition(request)
+                session.place_last(known)
             else:
                 known.request = request
                 known.quiet = None
+            ready.add(key)
         for key in forgotten:
             cached.pop(key, None)
+            ready.discard(key)
         if not cached:
             del self._sessions[session.id]
+            self._ended(session)
             return FetchContext(partitions)
+        if reader != session.reader:
+            session.reader = reader
+            for part in cached.values():
+                part.quiet = None
+            ready.update(cached)
         session.last_used_ms = now_ms
         session.epoch = next_epoch(session.epoch)
         self.incremental_fetches += 1
-        return FetchContext(
-            [(key[0], part.request) for key, part in cached.items()],
-            session=session,
-            epoch=session.epoch,
-            cached=list(cached.values()),
-            stamp=session.stamp,
-        )
+        wanted, parts = session.to_read()
+        return FetchContext(wanted, session=session, epoch=session.epoch, cached=parts, stamp=session.stamp)
 
     def answer(
         self,
@@ -231,32 +287,48 @@ class FetchSessionCache(Generic[P]):
         if session is not None:
             if self._sessions.get(session.id) is not session or session.epoch != context.epoch:
                 return SessionAnswer(session.id, ErrorCode.invalid_fetch_session_epoch, [])
+            quieted = []
             if quiet is not None and context.cached is not None:
-                for part, mark in zip(context.cached, quiet, strict=True):
-                    if mark is not UNREAD:
+                for (topic, request), part, mark in zip(context.partitions, context.cached, quiet, strict=True):
+                    if mark is not UNREAD and mark is not None and part.quiet is None:
                         part.quiet = mark
-            return SessionAnswer(session.id, ErrorCode.none, _changed(session, answers))
+                        key = (topic, request.partition)
+                        session.ready.discard(key)
+                        quieted.append((key, mark))
+            return SessionAnswer(session.id, ErrorCode.none, _changed(session, answers), session, quieted)
         if not context.wants_session:
             return SessionAnswer(INVALID_SESSION_ID, ErrorCode.none, answers)
-        return SessionAnswer(self._create(context, answers, now_ms, quiet), ErrorCode.none, answers)
+        created = self._create(context, answers, now_ms, quiet)
+        if created is None:
+            return SessionAnswer(INVALID_SESSION_ID, ErrorCode.none, answers)
+        quieted = [(key, part.quiet) for key, part in created.partitions.items() if part.quiet is not None]
+        return SessionAnswer(created.id, ErrorCode.none, answers, created, quieted)
 
     def _create(
         self, context: FetchContext[P], answers: list[tuple[str, A]], now_ms: int, quiet: Sequence[object] | None
-    ) -> int:
+    ) -> FetchSession[P] | None:
         size = len(answers)
         if len(self._sessions) >= self.max_slots and not self._evict_for(context.privileged, size, now_ms):
-            return INVALID_SESSION_ID
+            return None
         partitions: dict[Key, CachedPartition[P]] = {}
+        ready: set[Key] = set()
         marks = quiet if quiet is not None else [None] * size
-        for (topic, request), (_, answer), mark in zip(context.partitions, answers, marks, strict=True):
-            partitions[(topic, request.partition)] = CachedPartition(
-                request, answer.high_watermark, answer.log_start_offset, None if mark is UNREAD else mark
+        for position, ((topic, request), (_, answer), mark) in enumerate(
+            zip(context.partitions, answers, marks, strict=True)
+        ):
+            key = (topic, request.partition)
+            part = CachedPartition(
+                request, answer.high_watermark, answer.log_start_offset, None if mark is UNREAD else mark, position
             )
-        session_id = self._new_id()
-        self._sessions[session_id] = FetchSession(
-            session_id, context.privileged, now_ms, now_ms, next_epoch(INITIAL_EPOCH), partitions, context.stamp
-        )
-        return session_id
+            partitions[key] = part
+            if part.quiet is None:
+                ready.add(key)
+        session = FetchSession(
+            self._new_id(), context.privileged, now_ms, now_ms, next_epoch(INITIAL_EPOCH), partitions, context.stamp,
+            ready, reader=context.reader, next_position=size,
+        )  # fmt: skip
+        self._sessions[session.id] = session
+        return session
 
     def _evict_for(self, privileged: bool, size: int, now_ms: int) -> bool:
         """Make room for a new session, if the rules above let it take one."""
@@ -281,8 +353,13 @@ class FetchSessionCache(Generic[P]):
 
     def _evict(self, session: FetchSession[P]) -> bool:
         del self._sessions[session.id]
+        self._ended(session)
         self.evictions += 1
         return True
+
+    def _ended(self, session: FetchSession[P]) -> None:
+        if self._on_end is not None:
+            self._on_end(session)
 
     def _new_id(self) -> int:
         while True:
@@ -309,7 +386,7 @@ def _changed(session: FetchSession[P], answers: list[tuple[str, A]]) -> list[tup
         if answer.error_code != ErrorCode.none:
             part.high_watermark = -1
         if with_records:
-            cached[key] = cached.pop(key)
+            session.place_last(part)
         if must:
             listed.append((topic, answer))
     return listed

@@ -7,7 +7,7 @@ completes the future and the fetch re-reads. Wake-ups are hints: the waiter alwa
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 __all__ = ["FetchWaiters"]
 
@@ -18,17 +18,30 @@ class FetchWaiters:
     def __init__(self) -> None:
         self._waiting: dict[TopicPartition, set[asyncio.Future[bool]]] = {}
 
-    async def wait(self, partitions: Iterable[TopicPartition], timeout_s: float) -> bool:
-        """Return when one of ``partitions`` gets data or ``timeout_s`` passes; whether one was notified."""
+    async def wait(
+        self,
+        partitions: Iterable[TopicPartition],
+        timeout_s: float,
+        also: Callable[[Callable[[], None] | None], None] | None = None,
+    ) -> bool:
+        """Return when one of ``partitions`` gets data or ``timeout_s`` passes; whether one was notified.
+
+        ``also`` is handed a function that wakes this wait, and None once it is over (a fetch session's
+        quiet partitions wake it through their logs).
+        """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()
         keys = list(partitions)
         for key in keys:
             self._waiting.setdefault(key, set()).add(future)
         handle = loop.call_later(max(timeout_s, 0.0), _settle, future)
+        if also is not None:
+            also(lambda: _settle(future, True))
         try:
             return await future
         finally:
+            if also is not None:
+                also(None)
             handle.cancel()
             for key in keys:
                 waiters = self._waiting.get(key)
@@ -49,6 +62,6 @@ class FetchWaiters:
             self.notify(key)
 
 
-def _settle(future: asyncio.Future[bool]) -> None:
+def _settle(future: asyncio.Future[bool], woken: bool = False) -> None:
     if not future.done():
-        future.set_result(False)
+        future.set_result(woken)

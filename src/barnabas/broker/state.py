@@ -34,6 +34,7 @@ from barnabas.coordination import Storage
 from barnabas.log import LogConfig, LogManager, PartitionLog
 from barnabas.security import PLAINTEXT_CLIENT, ClientSecurity
 
+from . import quiet_marks
 from .client_quotas import ClientQuotas
 from .connection_limits import ConnectionLimits, QueuedRequests
 from .fetch_sessions import FetchSessionCache
@@ -136,6 +137,7 @@ class NodeState:
         self.fetch_sessions = FetchSessionCache(
             int(config["max.incremental.fetch.session.cache.slots"]),
             int(config["min.incremental.fetch.session.eviction.ms"]),
+            on_end=quiet_marks.release,
         )
         self.cordons = CordonStore(self.storage)
 

@@ -191,6 +191,8 @@ class PartitionLog:
         #: number tells a reader that remembered it whether what it read then still holds (read it, never set
         #: it: a plain attribute, as a fetch session checks it for every quiet partition of every fetch).
         self.offsets_version = 0
+        #: Called once at the next bump of ``offsets_version``, then dropped (see :meth:`on_next_move`).
+        self._on_next_move: dict[object, Callable[[], None]] | None = None
         #: Set by the cleaner while a pass over this log is in progress: retention waits.
         self.cleaning = False
         #: The lowest active-segment base a truncation left since the cleaner last looked (its
@@ -302,6 +304,38 @@ class PartitionLog:
     def log_end_offset(self) -> int:
         return self._log_end_offset
 
+    def on_next_move(self, key: object, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once, at the next move of the log start, log end or high watermark (or the close).
+
+        A fetch session that found nothing to read here is told when reading again could find
+        something, instead of looking at every partition it holds on every fetch. One callback per
+        ``key``: a later one under the same key replaces it.
+        """
+        if self._on_next_move is None:
+            self._on_next_move = {}
+        self._on_next_move[key] = callback
+
+    @property
+    def next_move_callbacks(self) -> int:
+        """How many callbacks wait for the next move (for tests and metrics)."""
+        return len(self._on_next_move or ())
+
+    def drop_on_next_move(self, key: object) -> None:
+        """Forget the callback under ``key`` (its session closed or forgot the partition)."""
+        if self._on_next_move is not None:
+            self._on_next_move.pop(key, None)
+
+    def touch(self) -> None:
+        """Count as moved: what was read here before may no longer hold (a leader's state changed)."""
+        self._moved()
+
+    def _moved(self) -> None:
+        self.offsets_version += 1
+        if self._on_next_move:
+            callbacks, self._on_next_move = self._on_next_move, None
+            for callback in callbacks.values():
+                callback()
+
     @property
     def high_watermark(self) -> int:
         return self._high_watermark
@@ -310,7 +344,7 @@ class PartitionLog:
     def high_watermark(self, offset: int) -> None:
         """Set by replication; kept within [log start offset, log end offset] as Kafka does."""
         self._high_watermark = max(self._log_start_offset, min(offset, self._log_end_offset))
-        self.offsets_version += 1
+        self._moved()
 
     @property
     def recovery_point(self) -> int:
@@ -543,7 +577,7 @@ class PartitionLog:
 
     def _after_leader_append(self, header: RecordBatchHeader) -> None:
         self._log_end_offset = header.next_offset
-        self.offsets_version += 1
+        self._moved()
         self._producers.update(header)
         if self.hw_follows_log_end:
             self._high_watermark = self._log_end_offset
@@ -607,7 +641,7 @@ class PartitionLog:
                 self._epochs.assign(epoch, header.base_offset, sync=False)
             self.active_segment.append(view[position : position + header.size], header)
             self._log_end_offset = self._next_offset = header.next_offset
-            self.offsets_version += 1
+            self._moved()
             if header.is_control:
                 # Transaction markers carry no sequences; replay on load skips them too.
                 self._producers.update_map_end_offset(header.next_offset)
@@ -833,7 +867,7 @@ class PartitionLog:
             raise OffsetOutOfRangeError(offset, self._log_start_offset, self._high_watermark, "high watermark")
         if offset > self._log_start_offset:
             self._log_start_offset = offset
-            self.offsets_version += 1
+            self._moved()
             self._epochs.truncate_from_start(offset)
         return self._log_start_offset
 
@@ -894,7 +928,7 @@ class PartitionLog:
         first = self._local.segments[0].base_offset
         if first > self._log_start_offset:
             self._log_start_offset = first
-            self.offsets_version += 1
+            self._moved()
             self._epochs.truncate_from_start(first)
         self._producers.delete_snapshots_before(first)
 
@@ -933,7 +967,7 @@ class PartitionLog:
         self._log_end_offset = self._next_offset = end
         self._recovery_point = min(self._recovery_point, end)
         self._high_watermark = min(self._high_watermark, end)
-        self.offsets_version += 1
+        self._moved()
         self._epochs.truncate_from_end(end)
         self._producers.delete_snapshots_after(end)
         start = self._producers.truncate_and_reload(self._log_start_offset, end, now_ms)
@@ -997,7 +1031,7 @@ class PartitionLog:
         self._structure_version += 1
         self._local.reset_at(offset, self._config, now_ms)
         self._log_start_offset = self._log_end_offset = self._recovery_point = self._high_watermark = offset
-        self.offsets_version += 1
+        self._moved()
         self._next_offset = offset
         self._note_truncation()
         self._epochs.clear()
@@ -1022,7 +1056,7 @@ class PartitionLog:
         self._local.close()
         self._remove_due_files(1 << 63)
         self._closed = True
-        self.offsets_version += 1
+        self._moved()
 
     def delete(self, *, remove: bool = True) -> Path | None:
         """Close without flushing and rename the partition dir away for removal; return its new name.
@@ -1037,7 +1071,7 @@ class PartitionLog:
         self._structure_version += 1
         self._local.close()
         self._closed = True
-        self.offsets_version += 1
+        self._moved()
         if not self.directory.exists():
             return None
         doomed = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")

@@ -15,7 +15,7 @@ import pytest
 from kio.schema.delete_records.v2.request import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from kio.schema.errors import ErrorCode
 
-from barnabas.broker.fetch_sessions import FetchSessionCache
+from barnabas.broker.fetch_sessions import FetchSession, FetchSessionCache
 from barnabas.broker.handlers import fetch as fetch_handler
 from barnabas.protocol import FetchPartitionResult
 from tests.support.requests import FETCH, PRODUCE, batch, fetch_request, produce_request, timeout_ms
@@ -127,6 +127,66 @@ def test_a_fetch_reads_only_the_partitions_that_changed(tmp_path: Path, monkeypa
         assert read == []
 
     run(tmp_path, scenario)
+
+
+def test_a_fetch_at_rest_walks_no_partition(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session whose partitions are all quiet reads none and looks at none: its ready set is empty."""
+    walked: list[int] = []
+    original = FetchSession.to_read
+
+    def counted(session: Any) -> Any:
+        found = original(session)
+        walked.append(len(found[0]))
+        return found
+
+    monkeypatch.setattr(FetchSession, "to_read", counted)
+
+    async def scenario(broker: InMemoryBroker) -> None:
+        await create(broker, TOPIC, 50)
+        session = int((await fetch(broker, dict.fromkeys(range(50), 0), epoch=0)).session_id)
+        assert listed(await fetch(broker, {}, session, 1)) == []
+        await produce(broker, 7, b"a")
+        assert listed(await fetch(broker, {}, session, 2)) == [(7, True)]
+        assert listed(await fetch(broker, {7: 1}, session, 3)) == []
+        assert listed(await fetch(broker, {}, session, 4)) == []
+
+    run(tmp_path, scenario)
+    assert walked == [0, 1, 1, 0]
+
+
+def test_a_waiting_fetch_of_quiet_partitions_is_woken_by_an_append(tmp_path: Path) -> None:
+    """The long poll of a session at rest ends at the first append to one of its partitions, not at max wait."""
+
+    async def scenario(broker: InMemoryBroker) -> tuple[list[tuple[int, bool]], float]:
+        await create(broker, TOPIC, 3)
+        session = int((await fetch(broker, {0: 0, 1: 0, 2: 0}, epoch=0)).session_id)
+        request = fetch_request([], max_wait_ms=20_000, min_bytes=1, session_id=session, session_epoch=1)
+        started = asyncio.get_running_loop().time()
+        waiting = asyncio.ensure_future(broker.call(FETCH, 12, request))
+        held = broker.state.node.fetch_sessions.get(session)
+        assert held is not None
+        while held.on_ready is None:  # until the fetch has read its (empty) ready set and waits
+            await asyncio.sleep(0)
+        assert not waiting.done()
+        await produce(broker, 2, b"a")
+        answer = await asyncio.wait_for(waiting, 10)
+        return listed(answer), asyncio.get_running_loop().time() - started
+
+    answered, took = run(tmp_path, scenario)
+    assert answered == [(2, True)]
+    assert took < 10, f"answered after {took:.1f} s"
+
+
+def test_a_session_that_ends_leaves_no_callback_on_its_quiet_logs(tmp_path: Path) -> None:
+    async def scenario(broker: InMemoryBroker) -> tuple[int, int]:
+        await create(broker, TOPIC, 2)
+        session = int((await fetch(broker, {0: 0, 1: 0}, epoch=0)).session_id)
+        logs = [broker.state.node.logs.get(TOPIC, p) for p in (0, 1)]
+        waiting = sum(log.next_move_callbacks for log in logs if log is not None)
+        await fetch(broker, {0: 0, 1: 0}, session, -1)  # a final fetch closes the session
+        return waiting, sum(log.next_move_callbacks for log in logs if log is not None)
+
+    assert run(tmp_path, scenario) == (2, 0)
 
 
 def test_a_quiet_partition_whose_log_start_moves_is_answered(tmp_path: Path) -> None:

@@ -485,3 +485,23 @@ def test_every_move_of_the_log_offsets_bumps_the_offsets_version(open_log: OpenL
     assert moved(), "a full truncation"
     log.close()
     assert moved(), "closing"
+
+
+def test_a_next_move_callback_is_called_once_at_the_next_move(open_log: OpenLog) -> None:
+    """A fetch session that left a partition quiet is woken by its log's next move, once (broker.quiet_marks)."""
+    log = open_log()
+    calls: list[str] = []
+    log.on_next_move("a", lambda: calls.append("first"))
+    log.on_next_move("a", lambda: calls.append("a"))  # replaces the one under the same key
+    log.on_next_move("b", lambda: calls.append("b"))
+    log.on_next_move("c", lambda: calls.append("c"))
+    log.drop_on_next_move("c")
+    assert log.next_move_callbacks == 2
+    append_batches(log, [1])
+    assert sorted(calls) == ["a", "b"]
+    assert log.next_move_callbacks == 0
+    append_batches(log, [1])
+    assert sorted(calls) == ["a", "b"], "called again at a later move"
+    log.on_next_move("a", lambda: calls.append("closed"))
+    log.close()
+    assert calls[-1] == "closed"

@@ -24,15 +24,16 @@ cluster; the partitions of a topic it may not read get TOPIC_AUTHORIZATION_FAILE
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
 
 from barnabas.log import FileSlice
 from barnabas.log import errors as log_errors
 from barnabas.protocol import ErrorCode, FetchPartitionResult, Request, encode_fetch_response
 from barnabas.security.acl import AclOperation, ResourceType
 
-from ..fetch_sessions import UNREAD, CachedPartition, PassStamp
+from ..fetch_sessions import FetchSession, PassStamp
+from ..quiet_marks import Replica, watch
 from ..registry import ApiSpec
 from ..replication.leader import LeaderReplica
 from ._authorize import allowed_names, cluster_allowed
@@ -93,24 +94,6 @@ def _error(
     return FetchPartitionResult(index, code, high_watermark, high_watermark, log_start, ())
 
 
-Replica = tuple[int, int]
-#: A quiet mark: the leader, its partition state and its log's ``offsets_version`` when a read at the end of
-#: what the fetcher may read found nothing, and the follower that read it (None: a consumer).
-QuietMark = tuple[LeaderReplica, object, int, Replica | None]
-
-
-def _still_quiet(mark: object, replica: Replica | None) -> LeaderReplica | None:
-    """The mark's leader if reading its partition again would find nothing new for ``replica``, else None.
-
-    The leader still leads (a new leader, or none, resigns it first), with the same state, and its
-    log's offsets have not moved (nor has the log closed: a deleted topic's log bumps the version).
-    """
-    leader, state, version, reader = cast(QuietMark, mark)
-    if leader.resigned or leader.state is not state or leader.log.offsets_version != version or reader != replica:
-        return None
-    return leader
-
-
 Answer = FetchPartitionResult[FileSlice]
 
 
@@ -125,33 +108,27 @@ class _Reading:
     #: A follower's (replica id, broker epoch), else None.
     replica: Replica | None
     denied: frozenset[str]
-    #: An incremental fetch's cached partitions, beside ``wanted``.
-    cached: list[CachedPartition[FetchPartition]] | None
     #: Whether the fetch has a session to keep quiet marks in (else none are made).
     marks: bool
     stamp: PassStamp
 
     def read_all(self) -> tuple[list[tuple[str, Answer]], int, bool, list[object]]:
-        """The partitions' answers (a quiet cached partition is left out), bytes read, whether one has an error,
-        and each wanted partition's quiet mark (``UNREAD`` for one left out)."""
-        state, replica, cached = self.state, self.replica, self.cached
+        """The partitions' answers, bytes read, whether one has an error, and each one's quiet mark (or None).
+
+        A session's quiet partitions are not among ``wanted`` (its ready set is): their follower's
+        progress rides on the session's stamp, moved on here."""
+        state = self.state
         remaining = self.max_bytes
         total = 0
         errors = False
         results = []
         marks: list[object] = []
         now_ms = state.node.monotonic_ms()
-        for i, (topic, partition) in enumerate(self.wanted):
+        for topic, partition in self.wanted:
             if topic in self.denied:
                 results.append((topic, _error(partition.partition, ErrorCode.topic_authorization_failed)))
                 marks.append(None)
                 errors = True
-                continue
-            quiet = cached[i].quiet if cached is not None else None
-            if quiet is not None and (leader := _still_quiet(quiet, replica)) is not None:
-                if replica is not None:
-                    self._skipped(leader, replica[0])
-                marks.append(UNREAD)
                 continue
             outcome, mark = self._read(topic, partition, max(remaining, 0), first=total == 0, now_ms=now_ms)
             size = sum(len(chunk) for chunk in outcome.records)
@@ -254,6 +231,9 @@ async def handle(state: PartitionNeeds, request: Request) -> list[bytes | memory
     node = state.node
     version, correlation_id = request.header.api_version, request.header.correlation_id
     replica_id = body.replica_id
+    # The follower's incarnation is taken once, as the fetch arrives: a long poll re-reads its
+    # partitions later, when the registration may already be a newer incarnation's.
+    replica = state.partitions.follower_identity(replica_id) if replica_id >= 0 else None
     sessions = node.fetch_sessions
     forgotten = [(topic.topic, index) for topic in body.forgotten_topics_data for index in topic.partitions]
     context = sessions.open(
@@ -263,40 +243,56 @@ async def handle(state: PartitionNeeds, request: Request) -> list[bytes | memory
         forgotten,
         privileged=replica_id >= 0,
         now_ms=node.monotonic_ms(),
+        reader=replica,
     )
-    wanted = context.partitions
+    session = context.session
     deadline = time.monotonic() + body.max_wait_ms / 1000
     min_bytes = body.min_bytes
-    watched = [(topic, p.partition) for topic, p in wanted]
     reading = _Reading(
         state=state,
-        wanted=wanted,
+        wanted=context.partitions,
         max_bytes=min(body.max_bytes, int(node.config["fetch.max.bytes"])),
         read_committed=body.isolation_level == 1,
-        # The follower's incarnation is taken once, as the fetch arrives: a long poll re-reads its
-        # partitions later, when the registration may already be a newer incarnation's.
-        replica=state.partitions.follower_identity(replica_id) if replica_id >= 0 else None,
-        denied=_denied(state, wanted, replica_id),
-        cached=context.cached,
-        marks=context.session is not None or context.wants_session,
+        replica=replica,
+        denied=_denied(state, context.partitions, replica_id),
+        marks=session is not None or context.wants_session,
         stamp=context.stamp,
     )
-    if context.session is not None and forgotten:
+    if session is not None and forgotten:
         reading.settle_forgotten(forgotten)
     while True:
         results, total, errors, marks = reading.read_all()
         remaining = deadline - time.monotonic()
-        if total >= min_bytes or errors or remaining <= 0 or not watched:
+        watched = [(topic, p.partition) for topic, p in reading.wanted]
+        if total >= min_bytes or errors or remaining <= 0 or (not watched and session is None):
             break
-        woken = await node.fetch_waiters.wait(watched, remaining)
+        woken = await node.fetch_waiters.wait(watched, remaining, _wakes(session))
         if not woken and total == 0:
             break  # nothing read and nothing appended or moved since: reading again would find the same
+        if session is not None:  # quiet partitions that woke meanwhile are read too
+            context.partitions, context.cached = session.to_read()
+            reading.wanted = context.partitions
+            reading.denied = _denied(state, reading.wanted, replica_id)
     answer = sessions.answer(context, results, node.monotonic_ms(), marks if reading.marks else None)
+    if answer.session is not None:
+        for key, mark in answer.quieted:
+            watch(answer.session, key, mark, replica)
     if replica_id < 0 and total:
         _count_bytes_out(state, answer.partitions)
     return encode_fetch_response(
         version, correlation_id, _by_topic(answer.partitions), error_code=answer.error, session_id=answer.session_id
     )
+
+
+def _wakes(session: FetchSession[FetchPartition] | None) -> Callable[[Callable[[], None] | None], None] | None:
+    """How a waiting fetch of ``session`` is woken by its quiet partitions (None without a session)."""
+    if session is None:
+        return None
+
+    def hook(wake: Callable[[], None] | None) -> None:
+        session.on_ready = wake
+
+    return hook
 
 
 SPEC = ApiSpec(API_KEY, "Fetch", 4, 12, handle)

@@ -98,6 +98,7 @@ class LeaderReplica:
     def set_state(self, state: PartitionState) -> None:
         """A newer state with the same leader and epoch (an ISR change); the HW may move."""
         self.state = state
+        self.log.touch()  # fetch sessions that left the partition quiet read it again
         self.maybe_advance_high_watermark()
 
     def renew(self, state: PartitionState, replicas: tuple[int, ...], now_ms: int) -> None:
@@ -199,6 +200,7 @@ class LeaderReplica:
     def resign(self) -> None:
         """This broker no longer leads the partition: every waiting produce fails."""
         self.resigned = True
+        self.log.touch()  # fetch sessions that left the partition quiet read it again (and learn)
         for _, future in self._waiters:
             if not future.done():
                 future.set_result(ErrorCode.not_leader_or_follower)
