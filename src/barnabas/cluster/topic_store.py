@@ -59,6 +59,8 @@ _T = TypeVar("_T")
 LOAD_ATTEMPTS = 5
 #: Partition states written per commit (etcd allows 128 operations in one transaction).
 STATES_PER_COMMIT = 50
+#: Reads of one key by ``refresh`` while this process keeps writing it (see ``_read_fresh``).
+READ_AGAIN_ATTEMPTS = 3
 #: Times new partition states are written again after losing a compare-and-set to another writer.
 WRITE_ATTEMPTS = 5
 
@@ -282,7 +284,7 @@ class TopicStore:
         ordered = sorted(keys, key=lambda k: (not k.startswith(TOPICS_PREFIX), k))
         missing: list[str] = []
         for key in ordered:
-            versioned = await self._storage.get(key)
+            versioned = await self._read_fresh(key)
             if key.startswith(TOPICS_PREFIX):
                 self._changed(name=key.removeprefix(TOPICS_PREFIX))
             else:
@@ -315,6 +317,29 @@ class TopicStore:
                     self._state_versions.pop(tp, None)
         if missing:
             await self.refresh([k for k in missing if k not in ordered])
+
+    async def _read_fresh(self, key: str) -> Versioned | None:
+        """``key``'s stored value, read again when the cache took a newer version of it while the read was out.
+
+        This process writes too (a leader's ISR change): a watch's read answered after such a write may
+        hold the value from before it, and taking it would move the cache back (a cut-off leader's
+        Metadata showed the ISR it had just shrunk). A value that is newer is taken; a deletion carries
+        no version, so it is read again too.
+        """
+        for _ in range(READ_AGAIN_ATTEMPTS):
+            before = self._cached_version(key)
+            versioned = await self._storage.get(key)
+            now = self._cached_version(key)
+            if now == before or (versioned is not None and (now is None or versioned.version > now)):
+                return versioned
+        return versioned
+
+    def _cached_version(self, key: str) -> int | None:
+        """The version of ``key``'s value the cache holds (None: none)."""
+        if key.startswith(TOPICS_PREFIX):
+            return self._versions.get(key.removeprefix(TOPICS_PREFIX))
+        tp = _parse_partition_key(key)
+        return self._state_versions.get(tp) if tp is not None else None
 
     async def refresh_topic(self, name: str) -> None:
         """Re-read one topic's document (and the states the cache lacks), for a change to redo on it."""

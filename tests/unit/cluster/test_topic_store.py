@@ -43,6 +43,54 @@ class _BetweenListings(Storage):
         return await super().list(prefix)
 
 
+class _ReadThenMeanwhile(Storage):
+    """Real storage whose next get of ``key`` reads, then runs ``meanwhile`` before it answers: the answer is
+    older than what happened meanwhile, as a watch's read overtaken by this process's own write."""
+
+    def __init__(self, storage: Storage, key: str, meanwhile: Callable[[], Awaitable[None]]) -> None:
+        super().__init__(storage.metastore)
+        self._key = key
+        self._meanwhile: Callable[[], Awaitable[None]] | None = meanwhile
+
+    async def get(self, key: str) -> Versioned | None:
+        found = await super().get(key)
+        if key == self._key and self._meanwhile is not None:
+            meanwhile, self._meanwhile = self._meanwhile, None
+            await meanwhile()
+        return found
+
+
+def test_a_read_overtaken_by_a_local_write_does_not_take_the_cache_back(tmp_path: Path) -> None:
+    """A leader shrank an ISR while its watch re-read the key for the expansion a moment before: the cache, and
+    so Metadata, showed the expanded ISR again (a 100-cycle network-partition run caught a cut-off leader
+    answering [0, 1, 2] after it had shrunk the ISR to [2])."""
+
+    async def scenario() -> tuple[PartitionState, PartitionState]:
+        storage = await open_storage(f"sqlite://{tmp_path / 'c.db'}")
+        try:
+            topic, states = _topic("orders", 1)
+            await TopicStore(storage).create(topic, states)
+            store: TopicStore | None = None
+            written: list[PartitionState] = []
+
+            async def write_meanwhile() -> None:
+                assert store is not None
+                version = store.state_version("orders", 0)
+                assert version is not None
+                written.append(dataclasses.replace(store.states[("orders", 0)], leader_epoch=1))
+                await store.update_state("orders", 0, written[0], version)
+
+            store = TopicStore(_ReadThenMeanwhile(storage, f"{PARTITIONS_PREFIX}orders/0", write_meanwhile))
+            await store.load()
+            await store.refresh([f"{PARTITIONS_PREFIX}orders/0"])  # read before the write, answered after it
+            return store.states[("orders", 0)], written[0]
+        finally:
+            await storage.close()
+
+    cached, newer = asyncio.run(scenario())
+    assert cached == newer
+
+
 def test_a_topic_read_by_key_brings_the_partition_states_the_cache_lacks(tmp_path: Path) -> None:
     """Its partitions' change events may have been folded into an earlier load that missed them."""
 
