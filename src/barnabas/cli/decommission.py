@@ -43,6 +43,8 @@ DESCRIPTION = (
 )
 #: Plans made at most: a partition placed on N as the cordon was written is moved by the next.
 ROUNDS = 3
+#: Seconds between Metadata reads while moves settle.
+POLL_S = 0.2
 #: Answers that leave a move for the next plan rather than failing the command.
 RETRIABLE = frozenset({"REQUEST_TIMED_OUT", "NOT_CONTROLLER"})
 
@@ -160,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
     for _ in range(ROUNDS):
         if moves:
             _send(args, moves, leaving)
+            _wait_settled(admin, moves, args.wait, args.timeout)
             moved += moves
         moves = _plan(admin, leaving, args.timeout)
         if not moves:
@@ -175,6 +178,27 @@ def run(args: argparse.Namespace) -> int:
             )
     _report(leaving, moved, time.monotonic() - started, args.json, done=True)
     return 0
+
+
+def settled(replicas: Mapping[TopicPartition, tuple[int, ...]], moves: Collection[Move]) -> bool:
+    """Whether ``replicas`` (a Metadata answer) shows every move done: its partition held by its new brokers only.
+
+    A reassignment lists the old and new brokers together until it completes, and a broker's view may
+    trail the controller's by a moment: planned from such a view, a partition of replication factor 3 on
+    4 brokers seemed to have 4 replicas and nowhere to go.
+    """
+    for move in moves:
+        now = replicas.get((move.topic, move.partition))
+        if now is not None and set(now) != set(move.after):  # (a partition gone with its topic is done)
+            return False
+    return True
+
+
+def _wait_settled(admin: Any, moves: list[Move], wait_s: float, timeout: float) -> None:
+    """Poll Metadata until it shows ``moves`` done (at most ``wait_s``); the next plan then starts from there."""
+    deadline = time.monotonic() + wait_s
+    while not settled(_placement(admin, timeout)[0], moves) and time.monotonic() < deadline:
+        time.sleep(POLL_S)
 
 
 def _plan(admin: Any, leaving: int, timeout: float) -> list[Move]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from barnabas.cli.decommission import Move, plan_moves
+from barnabas.cli.decommission import Move, plan_moves, settled
 from barnabas.cli.errors import CliError
 
 
@@ -59,3 +59,17 @@ def test_a_refusal_names_the_cordoned_brokers_it_left_out() -> None:
         "cannot decommission broker 2: full-0 has 3 replicas and only 2 other brokers could hold them "
         "(cordoned, so left out: 3); add a broker or lower its replication factor first"
     )
+
+
+def test_moves_are_settled_only_once_the_metadata_shows_their_new_brokers_alone() -> None:
+    """A reassignment lists old and new brokers together until it completes, and a broker's view trails the
+    controller's: planned again from such a view, RF 3 on 4 brokers seemed to have 4 replicas and nowhere to go."""
+    moves = [Move("orders", 0, (0, 1, 3), (0, 1, 2)), Move("orders", 1, (3, 2, 1), (0, 2, 1))]
+    moving = {("orders", 0): (0, 1, 3, 2), ("orders", 1): (0, 2, 1)}
+    before = {("orders", 0): (0, 1, 3), ("orders", 1): (3, 2, 1)}
+    done = {("orders", 0): (1, 0, 2), ("orders", 1): (0, 2, 1), ("other", 0): (3,)}
+
+    assert not settled(moving, moves)
+    assert not settled(before, moves)
+    assert settled(done, moves)
+    assert settled({("orders", 1): (0, 2, 1)}, moves), "a partition gone with its topic is done"
