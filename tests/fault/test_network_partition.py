@@ -186,8 +186,9 @@ def isr_stays_shrunk(cluster: NetworkedCluster, leader: int) -> None:
     while time.monotonic() < deadline:
         md = AdminClient({"bootstrap.servers": asked.bootstrap}).list_topics(TOPIC, timeout=5)
         # librdkafka may ask another broker it has learned of than the one it was bootstrapped with; a follower's
-        # view trails the store by a moment after the leader's shrink, so only the leader's own answer counts.
-        if md.orig_broker_id == leader:
+        # view trails the store by a moment after the leader's shrink, so only the leader's own answer counts
+        # (named by its address: "host:port/bootstrap" as bootstrapped, "host:port/<id>" once learned).
+        if md.orig_broker_name.rsplit("/", 1)[0] == asked.bootstrap:
             answers += 1
             assert isr_of(md, 0) == [leader], f"the cut-off leader's ISR grew back: {isr_of(md, 0)}"
         time.sleep(0.05)
