@@ -15,7 +15,7 @@ import pytest
 from kio.schema.delete_records.v2.request import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from kio.schema.errors import ErrorCode
 
-from barnabas.broker.fetch_sessions import FetchSession, FetchSessionCache
+from barnabas.broker.fetch_sessions import CachedPartition, FetchSession, FetchSessionCache
 from barnabas.broker.handlers import fetch as fetch_handler
 from barnabas.protocol import FetchPartitionResult
 from tests.support.requests import FETCH, PRODUCE, batch, fetch_request, produce_request, timeout_ms
@@ -291,3 +291,20 @@ def test_an_answer_after_another_request_used_the_session_is_refused() -> None:
     assert second.error == ErrorCode.none
     assert cache.answer(first, [], 3).error == ErrorCode.invalid_fetch_session_epoch
     assert cache.answer(second, [], 3).error == ErrorCode.none
+
+
+def test_ready_partitions_come_in_answer_order_however_many_are_ready() -> None:
+    """Few ready: sorted by position; most ready: the session's dict walked. Both are the answer order."""
+    session: FetchSession[_Part] = FetchSession(1, True, 0, 0, 1)
+    for p in range(8):
+        session.partitions[("t", p)] = part = CachedPartition(_Part(p))
+        session.place_last(part)
+    for p in (2, 5):  # they returned records: to the end, in the dict and by position
+        session.partitions[("t", p)] = session.partitions.pop(("t", p))
+        session.place_last(session.partitions[("t", p)])
+    session.ready = {("t", 5), ("t", 1), ("t", 2)}
+    few = [request.partition for _, request in session.to_read()[0]]
+    session.ready = {("t", p) for p in range(8)} - {("t", 3)}
+    most = [request.partition for _, request in session.to_read()[0]]
+    assert few == [1, 2, 5]
+    assert most == [0, 1, 4, 6, 7, 2, 5]
