@@ -189,7 +189,7 @@ class PartitionLog:
         self._structure_version = 0
         #: Bumped whenever the log start, the log end or the high watermark may have moved, and on close: one
         #: number tells a reader that remembered it whether what it read then still holds (read it, never set
-        #: it: a plain attribute, as a fetch session checks it for every quiet partition of every fetch).
+        #: it: every move goes through ``_moved``, which also calls the ``on_next_move`` callbacks).
         self.offsets_version = 0
         #: Called once at the next bump of ``offsets_version``, then dropped (see :meth:`on_next_move`).
         self._on_next_move: dict[object, Callable[[], None]] | None = None
