@@ -42,7 +42,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from barnabas.protocol import ErrorCode
 
-__all__ = ["UNREAD", "FetchContext", "FetchSession", "FetchSessionCache", "PassStamp", "SessionAnswer"]
+__all__ = ["FetchContext", "FetchSession", "FetchSessionCache", "PassStamp", "SessionAnswer"]
 
 #: No session: the id a sessionless fetch names and is answered with.
 INVALID_SESSION_ID = 0
@@ -53,8 +53,6 @@ FINAL_EPOCH = -1
 _INT32_MAX = 2**31 - 1
 
 Key = tuple[str, int]
-#: A quiet mark for a partition the fetch left unread: its mark stays as it was.
-UNREAD = object()
 
 
 class PartitionRequest(Protocol):
@@ -283,9 +281,8 @@ class FetchSessionCache(Generic[P]):
         """What to answer once the context's partitions are read: the session id, and the partitions to list.
 
         Args:
-            answers: the partitions read, in order (an incremental fetch may leave quiet ones unread).
-            quiet: beside ``context.partitions``, each one's new ``quiet`` mark, or ``UNREAD`` for one
-                left unread (its mark stays); None: no marks.
+            answers: the partitions read, in order (an incremental fetch reads only its ready ones).
+            quiet: beside ``context.partitions``, each one's new ``quiet`` mark (None: none); None: no marks.
         """
         if context.error != ErrorCode.none:
             return SessionAnswer(INVALID_SESSION_ID, context.error, [])
@@ -296,7 +293,7 @@ class FetchSessionCache(Generic[P]):
             quieted = []
             if quiet is not None and context.cached is not None:
                 for (topic, request), part, mark in zip(context.partitions, context.cached, quiet, strict=True):
-                    if mark is not UNREAD and mark is not None and part.quiet is None:
+                    if mark is not None and part.quiet is None:
                         part.quiet = mark
                         key = (topic, request.partition)
                         session.ready.discard(key)
@@ -323,9 +320,7 @@ class FetchSessionCache(Generic[P]):
             zip(context.partitions, answers, marks, strict=True)
         ):
             key = (topic, request.partition)
-            part = CachedPartition(
-                request, answer.high_watermark, answer.log_start_offset, None if mark is UNREAD else mark, position
-            )
+            part = CachedPartition(request, answer.high_watermark, answer.log_start_offset, mark, position)
             partitions[key] = part
             if part.quiet is None:
                 ready.add(key)
