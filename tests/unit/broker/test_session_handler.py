@@ -52,3 +52,19 @@ def test_errors_and_lost_answers_start_over_with_a_full_fetch() -> None:
     assert (handler.build({A: 3}).session_id, handler.build({A: 3}).epoch) == (12, 0)
     assert not handler.answered(handler.build({A: 3}), ErrorCode.fetch_session_id_not_found, 0)
     assert (handler.build({A: 3}).session_id, handler.build({A: 3}).epoch) == (0, 0)
+
+
+def test_an_incremental_fetch_compares_only_the_partitions_named_changed() -> None:
+    """The fetcher names what it looked at since the last fetch; the rest is taken as held."""
+    handler: FetchSessionHandler[int] = FetchSessionHandler()
+    wanted = {A: 1, B: 2, C: 3}
+    assert handler.answered(handler.build(wanted), ErrorCode.none, 5)
+    wanted[A] = 10  # the full fetch kept its own copy: the session holds A at 1
+    wanted[B] = 20
+    del wanted[C]
+    only_a = handler.build(wanted, changed={A, C})
+    assert (only_a.send, only_a.forget) == ({A: 10}, (C,))
+    assert handler.answered(only_a, ErrorCode.none, 5)
+    assert handler.build(wanted, changed=()).send == {}
+    everything = handler.build(wanted)
+    assert (everything.send, everything.forget) == ({B: 20}, ())

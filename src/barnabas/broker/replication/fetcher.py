@@ -13,6 +13,11 @@ Kafka's ReplicaFetcherThread as one asyncio task per leader broker:
   only the partitions whose fetch offset, log start or leader epoch moved, and the leader answers
   only the partitions with records or a new high watermark. A session error makes the next fetch a
   full one at once.
+- **A round looks only at what changed.** What the next fetch asks of each partition is kept from
+  round to round; a partition is looked at again only when something may have changed it: its log
+  moved (each log calls back once, at its next move or close), it was added, removed, truncated,
+  paused, or its pause ended. A fetcher following tens of thousands of partitions builds a fetch at
+  rest in the time of the few that moved.
 - A partition the leader answers with NOT_LEADER_OR_FOLLOWER or UNKNOWN_LEADER_EPOCH tries again
   after at most ``LEADER_CATCH_UP_S``: the new leader has not read the partition state this
   broker already saw, and will within a watch round trip (a full ``replica.fetch.backoff.ms``
@@ -27,15 +32,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import heapq
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from barnabas.client import BrokerConnectionError, KafkaClient
 from barnabas.protocol import ErrorCode, request_class
 
-from .session_handler import FetchSessionHandler
+from .session_handler import FetchSessionHandler, SessionFetch
 
 if TYPE_CHECKING:
     from barnabas.log import PartitionLog
@@ -80,11 +87,8 @@ class _Followed:
     leader_epoch: int
     #: monotonic time before which this partition is not fetched (after an error).
     paused_until: float = 0.0
-    #: What the last fetch asked of it, and of which log at which ``offsets_version``: while that log is the
-    #: partition's and its version holds, the same tuple is asked again (the session finds it unchanged at a glance).
-    want: _Want | None = None
-    want_log: PartitionLog | None = None
-    want_version: int = -1
+    #: The log whose next move marks this partition for another look (None: none watched).
+    watched: PartitionLog | None = None
 
 
 class ReplicaFetcher:
@@ -107,6 +111,18 @@ class ReplicaFetcher:
         self._response_max = int(config["replica.fetch.response.max.bytes"])
         self._failures = 0  # connection failures since the last success
         self._session: FetchSessionHandler[_Want] = FetchSessionHandler()
+        #: What the next fetch asks of every partition ready to be fetched; changed only by :meth:`_look_again`.
+        self._wanted: dict[TopicPartition, _Want] = {}
+        #: Partitions that may no longer be as ``_wanted`` has them, looked at before the next fetch.
+        self._stale: set[TopicPartition] = set()
+        #: Partitions looked at since the session last built a fetch: the only ones it compares.
+        self._unsent: set[TopicPartition] = set()
+        #: Followed partitions without a log here yet: looked for every round.
+        self._logless: set[TopicPartition] = set()
+        #: (until, partition) of every pause, earliest first; an entry outlived by a later pause is harmless.
+        self._pauses: list[tuple[float, TopicPartition]] = []
+        #: Partitions looked at so far (for tests: a fetch at rest looks at none).
+        self.looks = 0
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"fetcher from broker {self.leader_id}")
@@ -120,19 +136,63 @@ class ReplicaFetcher:
 
     def add(self, tp: TopicPartition, leader_epoch: int) -> None:
         """Follow ``tp`` under ``leader_epoch`` (again): it is truncated before it is fetched."""
+        self._unwatch(self.partitions.get(tp))
         self.partitions[tp] = _Followed(leader_epoch)
         self._untruncated.add(tp)
+        self._stale.add(tp)
         self._changed.set()
 
     def remove(self, tp: TopicPartition) -> None:
-        self.partitions.pop(tp, None)
+        self._unwatch(self.partitions.pop(tp, None))
         self._untruncated.discard(tp)
+        self._stale.add(tp)
+
+    def _unwatch(self, followed: _Followed | None) -> None:
+        if followed is not None and followed.watched is not None:
+            followed.watched.drop_on_next_move(self)
+            followed.watched = None
+
+    # -- what the next fetch asks ------------------------------------------------------------------
+
+    def _look_again(self) -> None:
+        """Bring ``_wanted`` up to date for the partitions that may have changed (and only those)."""
+        now = time.monotonic()
+        pauses = self._pauses
+        while pauses and pauses[0][0] <= now:
+            self._stale.add(heapq.heappop(pauses)[1])
+        if self._logless:
+            self._stale |= self._logless
+            self._logless = set()
+        if not self._stale:
+            return
+        stale, self._stale = self._stale, set()
+        self._unsent |= stale
+        self.looks += len(stale)
+        logs = self.state.logs
+        wanted = self._wanted
+        for tp in stale:
+            followed = self.partitions.get(tp)
+            if followed is None or tp in self._untruncated or followed.paused_until > now:
+                wanted.pop(tp, None)
+                continue
+            partition_log = logs.get(*tp)
+            if partition_log is None:
+                wanted.pop(tp, None)
+                self._logless.add(tp)
+                continue
+            wanted[tp] = (partition_log.log_end_offset, partition_log.log_start_offset, followed.leader_epoch)
+            followed.watched = partition_log
+            partition_log.on_next_move(self, self._stale_on_move(tp))
+
+    def _stale_on_move(self, tp: TopicPartition) -> Callable[[], None]:
+        return lambda: self._stale.add(tp)
 
     # -- the loop ----------------------------------------------------------------------------------
 
     async def _run(self) -> None:
         while True:
-            if not self._any_ready():
+            self._look_again()
+            if not self._wanted and not self._truncation_ready():
                 await self._wait_for_work()
                 continue
             try:
@@ -152,15 +212,18 @@ class ReplicaFetcher:
                 self._drop_client()
                 await asyncio.sleep(self._backoff_s)
 
-    def _any_ready(self) -> bool:
+    def _truncation_ready(self) -> bool:
         now = time.monotonic()
-        return any(followed.paused_until <= now for followed in self.partitions.values())
+        return any(self.partitions[tp].paused_until <= now for tp in self._untruncated)
 
     async def _wait_for_work(self) -> None:
-        """Until a partition is added or the earliest pause ends."""
+        """Until a partition is added, the earliest pause ends, or (a partition waiting for its log) a backoff."""
         self._changed.clear()
-        pauses = [f.paused_until for f in self.partitions.values()]
-        timeout = max(min(pauses) - time.monotonic(), 0.0) if pauses else None
+        timeout: float | None = None
+        if self._pauses:
+            timeout = max(self._pauses[0][0] - time.monotonic(), 0.0)
+        if self._logless:
+            timeout = min(timeout if timeout is not None else self._backoff_s, self._backoff_s)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 await self._changed.wait()
@@ -198,7 +261,9 @@ class ReplicaFetcher:
         followed = self.partitions.get(tp)
         if followed is not None:
             pause = min(self._backoff_s, LEADER_CATCH_UP_S) if code in _LEADER_NOT_READY else self._backoff_s
-            followed.paused_until = time.monotonic() + pause
+            followed.paused_until = until = time.monotonic() + pause
+            heapq.heappush(self._pauses, (until, tp))
+            self._stale.add(tp)
 
     # -- truncation --------------------------------------------------------------------------------
 
@@ -214,7 +279,7 @@ class ReplicaFetcher:
                 continue
             latest = partition_log.latest_epoch
             if latest is None:
-                self._untruncated.discard(tp)  # nothing written under any epoch: nothing to cut
+                self._truncated(tp)  # nothing written under any epoch: nothing to cut
                 continue
             pending[tp] = (waiting.leader_epoch, latest)
         if not pending:
@@ -246,7 +311,12 @@ class ReplicaFetcher:
                     self._pause(tp, code)
                     continue
                 self._truncate_to_leader(tp, sent[1], int(result.leader_epoch), int(result.end_offset))
-                self._untruncated.discard(tp)
+                self._truncated(tp)
+
+    def _truncated(self, tp: TopicPartition) -> None:
+        """``tp`` agrees with the leader's log now: fetch it."""
+        self._untruncated.discard(tp)
+        self._stale.add(tp)
 
     def _truncate_to_leader(self, tp: TopicPartition, asked_epoch: int, epoch: int, end_offset: int) -> None:
         """Cut the log where it stops agreeing with the leader (Kafka's getOffsetTruncationState)."""
@@ -271,27 +341,21 @@ class ReplicaFetcher:
 
     # -- fetching ----------------------------------------------------------------------------------
 
+    def _next_fetch(self) -> SessionFetch[_Want] | None:
+        """The next fetch of the session, or None when no partition is ready to fetch."""
+        self._look_again()
+        if not self._wanted:
+            return None
+        fetch = self._session.build(self._wanted, self._unsent)
+        self._unsent = set()
+        return fetch
+
     async def _fetch(self, client: KafkaClient) -> bool:
         """One Fetch round; False when no partition is ready to fetch."""
-        wanted: dict[TopicPartition, _Want] = {}
-        logs = self.state.logs
-        untruncated = self._untruncated
-        now = time.monotonic()
-        for tp, followed in self.partitions.items():
-            if tp in untruncated or followed.paused_until > now:
-                continue
-            partition_log = logs.get(*tp)
-            if partition_log is None:
-                continue
-            want = followed.want
-            version = partition_log.offsets_version  # before the offsets are read
-            if want is None or followed.want_log is not partition_log or followed.want_version != version:
-                want = (partition_log.log_end_offset, partition_log.log_start_offset, followed.leader_epoch)
-                followed.want, followed.want_log, followed.want_version = want, partition_log, version
-            wanted[tp] = want
-        if not wanted:
+        fetch = self._next_fetch()
+        if fetch is None:
             return False
-        fetch = self._session.build(wanted)
+        wanted = self._wanted  # unchanged until the next round's look
         try:
             response = await client.request(
                 FETCH, FETCH_VERSION, self._request(fetch.session_id, fetch.epoch, fetch.send, fetch.forget)

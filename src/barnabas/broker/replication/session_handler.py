@@ -13,11 +13,14 @@ Kafka's rules, kept here:
 - FETCH_SESSION_ID_NOT_FOUND forgets the session; any other error, or a fetch that got no answer
   (a lost connection, a timeout), makes the next fetch a full one that closes the old session and
   asks for a new one (the old id at epoch 0), since the leader may or may not have taken it up.
+
+An incremental fetch compares only the partitions its caller says may have changed since the last
+one, so its cost follows what moved, not what the session holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -32,6 +35,7 @@ _INT32_MAX = 2**31 - 1
 Key = tuple[str, int]
 #: What a fetch asks of one partition; equal values need not be sent again.
 W = TypeVar("W", bound=Hashable)
+_ABSENT = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +48,6 @@ class SessionFetch(Generic[W]):
     send: dict[Key, W]
     #: Partitions the session holds and this fetch no longer wants.
     forget: tuple[Key, ...]
-    #: Everything this fetch wants: what the session holds once it is answered.
-    wanted: dict[Key, W]
 
 
 class FetchSessionHandler(Generic[W]):
@@ -56,18 +58,24 @@ class FetchSessionHandler(Generic[W]):
         self.epoch = INITIAL_EPOCH
         self._held: dict[Key, W] = {}
 
-    def build(self, wanted: dict[Key, W]) -> SessionFetch[W]:
-        """The next fetch for ``wanted`` (in the order to read them); the fetch keeps the dict, unchanged.
+    def build(self, wanted: Mapping[Key, W], changed: Iterable[Key] | None = None) -> SessionFetch[W]:
+        """The next fetch for ``wanted`` (a full one in its order).
 
-        A want the session holds as the very same object was not changed (the fetcher reuses the tuple of
-        a partition whose log has not moved): it is passed over without comparing.
+        ``changed``: every partition whose want may differ from the last fetch built (added, changed
+        or no longer wanted); an incremental fetch compares only those. None: any may have.
         """
         if self.epoch == INITIAL_EPOCH:
-            return SessionFetch(self.session_id, INITIAL_EPOCH, wanted, (), wanted)
+            return SessionFetch(self.session_id, INITIAL_EPOCH, dict(wanted), ())
         held = self._held
-        send = {key: want for key, want in wanted.items() if (had := held.get(key)) is not want and had != want}
-        forget = tuple(key for key in held if key not in wanted) if len(held) != len(wanted) or send else ()
-        return SessionFetch(self.session_id, self.epoch, send, forget, wanted)
+        send: dict[Key, W] = {}
+        forget: list[Key] = []
+        for key in held.keys() | wanted.keys() if changed is None else changed:
+            if key not in wanted:
+                if key in held:
+                    forget.append(key)
+            elif (had := held.get(key, _ABSENT)) is _ABSENT or had != wanted[key]:
+                send[key] = wanted[key]
+        return SessionFetch(self.session_id, self.epoch, send, tuple(forget))
 
     def answered(self, fetch: SessionFetch[W], error: ErrorCode, session_id: int) -> bool:
         """Take in the answer's top-level error and session id; False when its partitions must not be used."""
@@ -83,7 +91,12 @@ class FetchSessionHandler(Generic[W]):
         full = fetch.epoch == INITIAL_EPOCH
         self.session_id = session_id
         self.epoch = 1 if full or fetch.epoch == _INT32_MAX else fetch.epoch + 1
-        self._held = fetch.wanted
+        if full:
+            self._held = dict(fetch.send)
+        else:
+            self._held.update(fetch.send)
+            for key in fetch.forget:
+                del self._held[key]
         return True
 
     def failed(self) -> None:
