@@ -30,9 +30,10 @@ from tests.contract.servers.zookeeper import (  # noqa: F401
 BACKENDS = ("sqlite", "etcd", "etcd3", "zookeeper", "postgres", "cassandra")
 #: Backends with a server the outage checks take down (outages.py).
 SERVER_BACKENDS = ("etcd", "zookeeper", "postgres", "cassandra")
-#: Backends whose leases run on while their server is down. A ZooKeeper server restarts its
-#: sessions' clocks when it starts, so a ZooKeeper session outlives an outage of any length.
-EXPIRING_BACKENDS = ("etcd", "postgres", "cassandra")
+#: Backends whose sessions end when their server is down past the TTL: leases that run on while it is
+#: down (etcd, PostgreSQL, Cassandra), or a client that gives its session up after the timeout without
+#: a server (ZooKeeper, whose servers restart their sessions' clocks when they start).
+EXPIRING_BACKENDS = ("etcd", "zookeeper", "postgres", "cassandra")
 #: Replicated server clusters whose own leader the fail-over check kills.
 CLUSTER_BACKENDS = ("etcd3", "zookeeper3")
 

@@ -16,6 +16,12 @@ Rules:
   would open a fresh ZooKeeper session after an expiry, but ephemeral keys belong to the old one,
   so the client is stopped instead. ``losses`` is bumped on the kazoo thread before kazoo can
   reconnect, so a commit can tell whether its reply came from the session it was meant for.
+- A final connection SUSPENDED for the negotiated session timeout is LOST (Curator's rule): kazoo,
+  like ZooKeeper's own client, learns of an expiry only from a server, so a client cut off from
+  every server stayed SUSPENDED for as long as the cut lasted, while the servers had expired its
+  session and the others had seen its ephemeral keys go. A server it can reach has surely expired
+  the session by then; one that was down restarts its sessions' clocks and may still hold it, and
+  then its keys go once it expires there.
 """
 
 from __future__ import annotations
@@ -126,6 +132,8 @@ class KazooConnection:
         self.listeners: list[Callable[[SessionState], None]] = []
         self._changed = asyncio.Event()
         self._stopping: asyncio.Task[None] | None = None
+        #: Declares a final connection LOST once SUSPENDED for the session timeout (see the rules).
+        self._expiry: asyncio.TimerHandle | None = None
         self.client.add_listener(self._on_kazoo_state)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -186,6 +194,7 @@ class KazooConnection:
         if state is self.state or (self.final_loss and self.state is SessionState.LOST):
             return
         self.state = state
+        self._time_expiry(state)
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
         if state is SessionState.LOST and self.final_loss and self._stopping is None:
@@ -195,6 +204,24 @@ class KazooConnection:
                 listener(state)
             except Exception:
                 log.exception("ZooKeeper state listener %r failed", listener)
+
+    def _time_expiry(self, state: SessionState) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        if state is SessionState.SUSPENDED and self.final_loss:
+            self._expiry = self._loop.call_later(self.negotiated_timeout_s, self._expired_by_clock)
+
+    def _expired_by_clock(self) -> None:
+        self._expiry = None
+        if self.state is not SessionState.SUSPENDED:
+            return
+        log.warning(
+            "no ZooKeeper server reached for the session timeout (%.1f s): session 0x%x counts as expired",
+            self.negotiated_timeout_s, self.session_id or 0,
+        )  # fmt: skip
+        self.losses += 1
+        self._deliver(SessionState.LOST)
 
     async def wait_connected(self, deadline: float | None) -> None:
         """Wait until the state is CONNECTED.

@@ -8,12 +8,12 @@ Rules:
   a znode's ``ephemeralOwner``; ``ttl_s`` is the timeout the server negotiated (it clamps the request
   into [minSessionTimeout, maxSessionTimeout], by default [2, 20] × tickTime). kazoo pings after
   a third of it without traffic; the server expires the session at most one tick after the timeout.
-- States are observed, not guessed: SUSPENDED when the connection drops; CONNECTED when it is back
-  on the same session (the server kept it); LOST when a server says the session expired, or on
-  ``close()``. While no server can be reached (the whole ensemble down, or a partition) the state
-  stays SUSPENDED: the servers do not expire sessions while they are down, and a partitioned client
-  cannot know — hence "do not act as leader while SUSPENDED". LOST is final: the client is
-  stopped rather than letting kazoo open a fresh session.
+- States: SUSPENDED when the connection drops; CONNECTED when it is back on the same session (the
+  server kept it); LOST when a server says the session expired, on ``close()``, or once no server
+  has been reached for the session timeout (Curator's rule, ``_connection``): a client cut off from
+  every server cannot hear of its expiry, and a broker partitioned from the ensemble must learn that
+  it is no longer registered. LOST is final: the client is stopped rather than letting kazoo open a
+  fresh session.
 """
 
 from __future__ import annotations
