@@ -134,6 +134,8 @@ class KazooConnection:
         self._stopping: asyncio.Task[None] | None = None
         #: Declares a final connection LOST once SUSPENDED for the session timeout (see the rules).
         self._expiry: asyncio.TimerHandle | None = None
+        #: The ZooKeeper session last connected (kazoo forgets it when the connection drops).
+        self._connected_session = 0
         self.client.add_listener(self._on_kazoo_state)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -206,6 +208,8 @@ class KazooConnection:
                 log.exception("ZooKeeper state listener %r failed", listener)
 
     def _time_expiry(self, state: SessionState) -> None:
+        if state is SessionState.CONNECTED:
+            self._connected_session = self.session_id or self._connected_session
         if self._expiry is not None:
             self._expiry.cancel()
             self._expiry = None
@@ -218,7 +222,7 @@ class KazooConnection:
             return
         log.warning(
             "no ZooKeeper server reached for the session timeout (%.1f s): session 0x%x counts as expired",
-            self.negotiated_timeout_s, self.session_id or 0,
+            self.negotiated_timeout_s, self._connected_session,
         )  # fmt: skip
         self.losses += 1
         self._deliver(SessionState.LOST)
