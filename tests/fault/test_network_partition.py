@@ -1,7 +1,7 @@
 """Network partitions lose nothing acknowledged (Jepsen's partition nemeses, Kafka's network-partition tests).
 
-Three brokers, each in a network namespace of its own on a private bridge; on etcd the
-coordination server runs in a fourth. The test process (the workload's idempotent acks=all
+Three brokers, each in a network namespace of its own on a private bridge; on etcd, ZooKeeper and
+PostgreSQL the coordination server runs in a fourth. The test process (the workload's idempotent acks=all
 producer and its consumer, the checks) sits on the bridge and always reaches every broker, as
 Jepsen's clients do: a partitioned leader still gets writes and must not acknowledge what it
 cannot replicate. Topic: 3 partitions, replication factor 3, min.insync.replicas=2. Each
@@ -12,21 +12,22 @@ acknowledged value exactly once, in per-partition produce order.
 
 - leader isolated: the leader of partition 0 cut from the other brokers and the coordination
   service (on SQLite, whose store is a file, from the other brokers only).
-- leader cut from coordination: it still reaches the other brokers (etcd only). A second, fresh producer
+- leader cut from coordination: it still reaches the other brokers (not on SQLite). A second, fresh producer
   writes to a topic the victim leads entirely, so the victim is its one connection: the victim must send
   it on (it is deposed once its followers have gone) and nothing it acknowledged may be lost.
 - split 2/1: the leader alone on one side, both followers on the other; all reach coordination.
 - bridge: the leader and one follower cut apart, the other follower reaching both.
 - lossy network: every broker drops 20% of its packets, in and out.
 
-``BARNABAS_TEST_PARTITIONS`` picks partitions by name (comma-separated). In ``make test`` SQLite runs
-only the first (on an embedded store the others behave as on etcd, where they all run); ``make fault``
-runs every one on both (``BARNABAS_TEST_REPLICATION_SPLIT=0``), ``BARNABAS_TEST_REPLICATION_CYCLES``
-times.
+``BARNABAS_TEST_PARTITIONS`` picks partitions by name (comma-separated). In ``make test`` etcd runs
+them all, SQLite only the first (on an embedded store the others behave as on etcd), ZooKeeper and
+PostgreSQL the two that cut a broker from coordination; ``make fault`` runs every one on each
+(``BARNABAS_TEST_REPLICATION_SPLIT=0``), ``BARNABAS_TEST_REPLICATION_CYCLES`` times.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -37,6 +38,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from barnabas.testing.network import HOST, NetNode, NetworkUnavailableError, PrivateNetwork
 from barnabas.testing.servers.etcd import EtcdServer
+from barnabas.testing.servers.postgres import PostgresInstall
+from barnabas.testing.servers.zookeeper import ZooKeeperServer
 from barnabas.testing.workload import Workload
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import FAST_FAILOVER, BrokerCluster
@@ -224,8 +227,14 @@ PARTITIONS: dict[str, Callable[[NetworkedCluster, int, Workload], None]] = {
 CHOSEN = [p.strip() for p in (os.environ.get("BARNABAS_TEST_PARTITIONS") or ",".join(PARTITIONS)).split(",")]
 #: What needs a coordination server on the network (the embedded store is a file: no network to cut).
 NEEDS_SERVER = {"leader cut from coordination"}
-#: make test: SQLite runs only "leader isolated" (see above); make fault runs every partition on both.
+#: make test: the partitions each backend runs (see above); make fault runs every partition on each.
 SPLIT = os.environ.get("BARNABAS_TEST_REPLICATION_SPLIT", "1") == "1"
+IN_MAKE_TEST = {
+    "sqlite": {"leader isolated"},
+    "etcd": set(PARTITIONS),
+    "zookeeper": {"leader isolated", "leader cut from coordination"},
+    "postgres": {"leader isolated", "leader cut from coordination"},
+}
 pytestmark = pytest.mark.timeout(240 + 90 * CYCLES * len(CHOSEN))
 
 
@@ -239,19 +248,38 @@ def network() -> Iterator[PrivateNetwork]:
         yield made
 
 
-def coordination_on(backend: str, network: PrivateNetwork, base: Path) -> tuple[str, EtcdServer | None]:
+@contextlib.contextmanager
+def coordination_on(backend: str, network: PrivateNetwork, base: Path) -> Iterator[tuple[str, bool]]:
+    """The cluster's coordination URL, and whether a server runs for it (in a node of its own); stopped after."""
     if backend == "sqlite":
-        return f"sqlite:///{base / 'coordination.db'}", None
+        yield f"sqlite:///{base / 'coordination.db'}", False
+        return
     node: NetNode = network.add(COORDINATION)
-    server = EtcdServer(base / "etcd", node=node).start()
-    return str(server.url_for()), server
+    if backend == "postgres":
+        install = PostgresInstall().initdb()
+        try:
+            yield install.server("coordination", node=node).start().url_for(), True
+        finally:
+            install.cleanup(keep=False)
+        return
+    server = (
+        EtcdServer(base / "etcd", node=node) if backend == "etcd" else ZooKeeperServer(base, "zookeeper", node=node)
+    ).start()
+    try:
+        yield server.url_for(), True
+    finally:
+        server.stop()
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "etcd"])
+@pytest.mark.parametrize("backend", ["sqlite", "etcd", "zookeeper", "postgres"])
 def test_no_acknowledged_message_is_lost_through_network_partitions(
     tmp_path: Path, network: PrivateNetwork, backend: str
 ) -> None:
-    url, server = coordination_on(backend, network, tmp_path)
+    with coordination_on(backend, network, tmp_path) as (url, has_server):
+        partition_in_turn(network, tmp_path, url, backend, has_server)
+
+
+def partition_in_turn(network: PrivateNetwork, tmp_path: Path, url: str, backend: str, has_server: bool) -> None:
     cluster = NetworkedCluster(network, tmp_path, url)
     workload: Workload | None = None
     done: list[str] = []
@@ -262,7 +290,7 @@ def test_no_acknowledged_message_is_lost_through_network_partitions(
         workload.wait_acked(200)
         for _ in range(CYCLES):
             for name in CHOSEN:
-                if server is None and (name in NEEDS_SERVER or (SPLIT and name != "leader isolated")):
+                if (not has_server and name in NEEDS_SERVER) or (SPLIT and name not in IN_MAKE_TEST[backend]):
                     continue
                 leader = agreed_leader(cluster)
                 PARTITIONS[name](cluster, leader, workload)
@@ -281,8 +309,6 @@ def test_no_acknowledged_message_is_lost_through_network_partitions(
         if workload is not None:
             workload.finish(timeout_s=1)
         cluster.stop()
-        if server is not None:
-            server.stop()
     print(f"{result.acked_count} acked, {len(result.failed)} failed deliveries; {len(done)} partitions: {done}")
     assert workload.fatal is None, workload.fatal
     result.consumed = read_back

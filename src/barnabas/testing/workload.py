@@ -234,10 +234,7 @@ class Workload:
         )
         found: dict[int, list[tuple[int, int]]] = defaultdict(list)
         try:
-            ends = {
-                p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
-                for p in range(self.partitions)
-            }
+            ends = {p: _end_offset(consumer, TopicPartition(self.topic, p), timeout_s) for p in range(self.partitions)}
             self.result.ends = dict(ends)
             consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
             deadline = time.monotonic() + timeout_s
@@ -359,3 +356,30 @@ def _wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"only {have} {what()}, wanted {at_least}")
         time.sleep(0.05)
+
+
+#: Answers to a watermark query that a leader change explains; librdkafka returns them instead of retrying.
+_LEADER_MOVING = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+}
+
+
+def _end_offset(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> int:
+    """The partition's high watermark, asked again while its leader moves (a Java consumer's endOffsets retries so).
+
+    A broker's Metadata may name a new leader a moment before that broker has taken the partition up: a
+    network-partition run's read-back got NOT_LEADER_FOR_PARTITION there, and librdkafka's watermark query
+    gives such an answer back as final.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return int(consumer.get_watermark_offsets(tp, timeout=10)[1])
+        except KafkaException as exc:
+            if exc.args[0].code() not in _LEADER_MOVING or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)

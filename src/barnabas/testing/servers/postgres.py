@@ -7,7 +7,10 @@ Rules this module keeps:
   ``postgres`` user (``Popen(user=...)``, no ``runuser``/``pg_ctl`` in between, so the pid we hold
   is the postmaster's) in a temp dir that user owns (``tempfile.mkdtemp``: pytest's own temp dirs
   are ``0700 root`` and unreachable for it).
-- Servers bind 127.0.0.1 only, on a free port picked here; the unix socket lives in the server dir.
+- Servers bind 127.0.0.1 only (or, given a node of a private network, that node's address inside
+  its namespace), on a free port picked here; the unix socket lives in the server dir. In a node the
+  postmaster is started as ``ip netns exec NS setpriv --reuid ... postgres``: entering a namespace
+  needs root, and both exec the next program, so the pid is still the postmaster's.
 - A clean stop is SIGINT to the postmaster ("fast" shutdown: SIGTERM would be "smart" and wait for
   clients to disconnect, which they never do). Backends call ``setsid()``, so no process group
   reaches them: ``kill()`` and ``pause()`` signal the postmaster (first SIGSTOP, so it forks nothing
@@ -30,6 +33,7 @@ import time
 import uuid
 from pathlib import Path
 
+from ..network import NetNode
 from ..process import ManagedServer, ServerProcess, ServerStartError, free_ports, process_table
 
 __all__ = ["PG_BIN", "PostgresInstall", "PostgresServer"]
@@ -89,10 +93,10 @@ class PostgresInstall:
         self.initdb_s = time.monotonic() - started
         return self
 
-    def server(self, name: str | None = None) -> PostgresServer:
-        """A new server (not started) with its own copy of the template."""
+    def server(self, name: str | None = None, *, node: NetNode | None = None) -> PostgresServer:
+        """A new server (not started) with its own copy of the template (in ``node`` when given)."""
         name = name or f"s{len(self.servers) + 1}"
-        server = PostgresServer(self, name)
+        server = PostgresServer(self, name, node=node)
         self.servers.append(server)
         return server
 
@@ -109,9 +113,14 @@ class PostgresInstall:
 class PostgresServer(ManagedServer):
     """One postmaster with its data dir and log; restartable on the same port."""
 
-    def __init__(self, install: PostgresInstall, name: str, *, durable: bool = False) -> None:
+    def __init__(
+        self, install: PostgresInstall, name: str, *, durable: bool = False, node: NetNode | None = None
+    ) -> None:
         self.install = install
         self.name = name
+        #: Where it runs: 127.0.0.1 here, or inside a private network's node (partition tests).
+        self.node = node
+        self.host = node.address if node is not None else "127.0.0.1"
         #: fsync on, as in production (the benchmark compares durable backends); tests turn it off.
         self.durable = durable
         self.dir = install.base / name
@@ -123,16 +132,26 @@ class PostgresServer(ManagedServer):
             entry = pwd.getpwnam(install.user)
             os.chown(self.dir, entry.pw_uid, entry.pw_gid)
         install.run(["cp", "-a", str(install.template), str(self.data_dir)], self.log_path)
+        if node is not None:  # clients reach it over the private network's bridge, not loopback
+            with open(self.data_dir / "pg_hba.conf", "a") as hba:
+                hba.write("host all all samenet trust\n")
+        prefix: list[str] = []
+        user = install.user
+        if node is not None:
+            prefix = node.exec_prefix
+            if user is not None:  # setpriv drops to the user after the namespace is entered
+                prefix = [*prefix, "setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups"]
+                user = None
         self.process = _Postmaster(
-            f"postgres {name}", self.command(), log_path=self.log_path, ready=lambda _: self.ready(), cwd=self.dir,
-            start_timeout_s=START_TIMEOUT_S, stop_timeout_s=STOP_TIMEOUT_S, user=install.user,
+            f"postgres {name}", [*prefix, *self.command()], log_path=self.log_path, ready=lambda _: self.ready(),
+            cwd=self.dir, start_timeout_s=START_TIMEOUT_S, stop_timeout_s=STOP_TIMEOUT_S, user=user,
             stop_signal=signal.SIGINT, new_session=True,
         )  # fmt: skip
 
     @property
     def url(self) -> str:
         """The backend URL with the default schema."""
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        return f"postgresql://postgres@{self.host}:{self.port}/postgres"
 
     def url_for(self, schema: str | None = None) -> str:
         """A backend URL with a fresh (or the given) schema, so tests sharing a server don't collide."""
@@ -148,7 +167,7 @@ class PostgresServer(ManagedServer):
             "-k",
             str(self.dir),
             "-c",
-            "listen_addresses=127.0.0.1",
+            f"listen_addresses={self.host}",
             *(() if self.durable else ("-c", "fsync=off", "-c", "full_page_writes=off")),
             "-c",
             "max_connections=200",

@@ -4,7 +4,8 @@ Rules this module keeps:
 
 - Debian's ``zookeeper`` 3.8.0 jar is run with plain ``java`` (its manifest's ``Class-Path`` names
   its dependencies) plus ``slf4j-simple`` so the server logs to its log file instead of nowhere.
-- Servers bind 127.0.0.1 only, on free ports picked here, with ``admin.enableServer=false`` (the
+- Servers bind 127.0.0.1 only (or, given a node of a private network, that node's address inside
+  its namespace), on free ports picked here, with ``admin.enableServer=false`` (the
   AdminServer would take :8080) and a 4lw whitelist for the probes. Data and logs live under the
   directory given, one dir per server and run.
 - ``tickTime=200`` and ``minSessionTimeout=400`` keep session expiry fast; the server clamps a
@@ -22,6 +23,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..network import NetNode
 from ..process import ManagedServer, ServerGroup, ServerProcess, free_ports
 from ._urls import QuorumUrls, ServerUrls
 
@@ -36,10 +38,10 @@ TICK_MS = 200
 MIN_SESSION_TIMEOUT_MS = 400
 
 
-def four_letter_word(port: int, word: str = "srvr", timeout_s: float = 1.0) -> str:
-    """Send a 4lw command to 127.0.0.1:port and return the whole reply ("" if unreachable)."""
+def four_letter_word(port: int, word: str = "srvr", timeout_s: float = 1.0, host: str = "127.0.0.1") -> str:
+    """Send a 4lw command to host:port and return the whole reply ("" if unreachable)."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
             sock.sendall(word.encode())
             chunks = []
             while chunk := sock.recv(65536):
@@ -68,8 +70,12 @@ class ZooKeeperServer(ServerUrls, ManagedServer):
         servers: dict[int, tuple[int, int]] | None = None,
         tick_ms: int = TICK_MS,
         min_session_timeout_ms: int = MIN_SESSION_TIMEOUT_MS,
+        node: NetNode | None = None,
     ) -> None:
         self.name = name
+        #: Where it runs: 127.0.0.1 here, or inside a private network's node (partition tests; standalone only).
+        self.node = node
+        self.host = node.address if node is not None else "127.0.0.1"
         self.dir = base_dir / name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.conf_dir = self.dir / "conf"
@@ -101,7 +107,7 @@ class ZooKeeperServer(ServerUrls, ManagedServer):
             f"tickTime={self.tick_ms}",
             f"dataDir={self.data_dir}",
             f"clientPort={self.client_port}",
-            "clientPortAddress=127.0.0.1",
+            f"clientPortAddress={self.host}",
             f"minSessionTimeout={self.min_session_timeout_ms}",
             "admin.enableServer=false",
             "4lw.commands.whitelist=ruok,stat,mntr,srvr,cons,conf",
@@ -127,6 +133,7 @@ class ZooKeeperServer(ServerUrls, ManagedServer):
         if SLF4J_BINDING.exists():
             classpath.append(str(SLF4J_BINDING))
         return [
+            *(self.node.exec_prefix if self.node is not None else []),
             JAVA,
             "-Xms64m",
             "-Xmx256m",
@@ -141,7 +148,7 @@ class ZooKeeperServer(ServerUrls, ManagedServer):
 
     def mode(self) -> str | None:
         """``standalone``, ``leader`` or ``follower`` from ``srvr``; None if not serving."""
-        for line in four_letter_word(self.client_port, "srvr").splitlines():
+        for line in four_letter_word(self.client_port, "srvr", host=self.host).splitlines():
             if line.startswith("Mode:"):
                 return line.split(":", 1)[1].strip()
         return None
@@ -154,7 +161,7 @@ class ZooKeeperServer(ServerUrls, ManagedServer):
     def session_timeouts_ms(self) -> dict[int, int]:
         """Negotiated timeout of every client session connected here, from ``cons`` (sid -> ms)."""
         result: dict[int, int] = {}
-        for line in four_letter_word(self.client_port, "cons").splitlines():
+        for line in four_letter_word(self.client_port, "cons", host=self.host).splitlines():
             if "sid=" not in line or "to=" not in line:
                 continue
             inside = line.strip().split("(", 1)[-1].rstrip(")")
