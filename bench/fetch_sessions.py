@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -35,7 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.scale import PARTITIONS_PER_TOPIC, create_topics  # noqa: E402
+from bench.scale import PARTITIONS_PER_TOPIC, cpu_seconds, create_topics  # noqa: E402
 from confluent_kafka import Producer  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
@@ -49,11 +48,6 @@ SETTINGS = {
 }
 MODES = {"sessions": {}, "no sessions": {"max.incremental.fetch.session.cache.slots": "0"}}
 RESULTS = ROOT / "bench" / "results"
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def scraped(port: int, name: str) -> float:

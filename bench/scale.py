@@ -17,7 +17,9 @@ the same settings), measured from outside as a client and an operator see them:
    10-partition topic, the broker killed (SIGKILL) and started again: the time until every
    partition is led and its high watermark is back where the acknowledged records put it.
 4. Partitions on a 3-broker cluster (``--cluster-partitions``, 100,000 by default, replication
-   factor 1, spread by the controller): creation time, Metadata time, each broker's RSS, the
+   factor ``--cluster-replication-factor``, 1 by default, spread by the controller): creation time
+   (until every partition is led, and with replicas every ISR whole), Metadata time, each broker's
+   RSS and CPU at rest over ``AT_REST_S`` (its followers' fetches, the controller's checks), the
    controller failover time (SIGKILL the controller; until another broker answers as controller),
    the descriptors each survivor holds, the killed broker's restart until every partition is led
    again, then another broker's clean stop and its restart until every partition is led. barnabas
@@ -191,6 +193,19 @@ def open_files(pid: int | None) -> int:
     return len(os.listdir(f"/proc/{pid}/fd")) if pid else 0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time the process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cores_at_rest(pids: list[int], seconds: float) -> list[float]:
+    """Each process's CPU over ``seconds`` of nothing asked of it, in cores."""
+    before = [cpu_seconds(pid) for pid in pids]
+    time.sleep(seconds)
+    return [round((cpu_seconds(pid) - was) / seconds, 3) for pid, was in zip(pids, before, strict=True)]
+
+
 def timed(action: Callable[[], object]) -> float:
     began = time.monotonic()
     action()
@@ -226,7 +241,8 @@ def metadata_seconds(bootstrap: str, rounds: int = 5) -> float:
     return round(statistics.median(times), 4)
 
 
-def all_led(bootstrap: str, partitions: int, exclude: int | None = None) -> bool:
+def all_led(bootstrap: str, partitions: int, exclude: int | None = None, in_sync: int = 1) -> bool:
+    """Whether at least ``partitions`` partitions are led (not by ``exclude``), each with ``in_sync`` in its ISR."""
     try:
         md = admin(bootstrap).list_topics(timeout=30)
     except Exception:
@@ -235,7 +251,7 @@ def all_led(bootstrap: str, partitions: int, exclude: int | None = None) -> bool
         1
         for topic in md.topics.values()
         for p in topic.partitions.values()
-        if p.leader >= 0 and p.leader != exclude
+        if p.leader >= 0 and p.leader != exclude and len(p.isrs) >= in_sync
     )  # fmt: skip
     return led >= partitions
 
@@ -411,16 +427,25 @@ def open_connections(port: int, count: int, sockets: list[socket.socket]) -> int
     return answered
 
 
-def cluster_partitions(base: Path, partitions: int) -> dict[str, Any]:
+#: Seconds the cluster is left alone to measure its CPU at rest.
+AT_REST_S = 30.0
+
+
+def cluster_partitions(base: Path, partitions: int, replication_factor: int = 1) -> dict[str, Any]:
     settings = {**BROKER_SETTINGS, "broker.session.timeout.ms": FAST_FAILOVER["broker.session.timeout.ms"]}
     cluster = BrokerCluster(base / "cluster", 3, properties=settings, start_timeout_s=900).start()
     try:
-        result: dict[str, Any] = {"partitions": partitions, "brokers": 3, "replication_factor": 1}
+        result: dict[str, Any] = {"partitions": partitions, "brokers": 3, "replication_factor": replication_factor}
         bootstrap = cluster.bootstrap
-        result["create_s"] = timed(lambda: create_topics(bootstrap, partitions, "cscale"))
-        wait_until(lambda: all_led(bootstrap, partitions), 900, "every partition led")
+        result["create_s"] = timed(lambda: create_topics(bootstrap, partitions, "cscale", replication_factor))
+        result["all_in_sync_s"] = timed(
+            lambda: wait_until(
+                lambda: all_led(bootstrap, partitions, in_sync=replication_factor), 1800, "every partition in sync"
+            )
+        )
         result["metadata_s"] = metadata_seconds(bootstrap)
         result["rss_mb"] = [rss_mb(b.pid) for b in cluster.brokers]
+        result["cores_at_rest"] = cores_at_rest([b.pid for b in cluster.brokers if b.pid is not None], AT_REST_S)
         controller = cluster.controller()
         held = sum(
             1 for t in cluster.metadata(60).topics.values() for p in t.partitions.values() if p.leader == controller
@@ -431,7 +456,11 @@ def cluster_partitions(base: Path, partitions: int) -> dict[str, Any]:
 
         def restart_until_all_led(broker: Broker) -> None:
             broker.start(900)  # a kill -9 leaves tens of thousands of logs to recover first
-            wait_until(lambda: all_led(bootstrap, partitions), 900, "every partition led after a restart")
+            wait_until(
+                lambda: all_led(bootstrap, partitions, in_sync=replication_factor),
+                1800,
+                "every partition led (and in sync) after a restart",
+            )
 
         def new_controller() -> bool:
             try:
@@ -519,6 +548,7 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=10_000)
     parser.add_argument("--recovery-gb", type=float, default=10.0)
     parser.add_argument("--cluster-partitions", type=int, default=100_000)
+    parser.add_argument("--cluster-replication-factor", type=int, default=1, choices=(1, 2, 3))
     parser.add_argument(
         "--only", default="partitions,connections,recovery,cluster", help="which parts, comma-separated"
     )
@@ -556,7 +586,9 @@ def main() -> int:
                 print(system, "recovery", found["recovery"], flush=True)
                 shutil.rmtree(base / system / "recovery", ignore_errors=True)  # gigabytes of logs
             if "cluster" in parts and system == "barnabas":
-                found["cluster"] = cluster_partitions(base / system, args.cluster_partitions)
+                found["cluster"] = cluster_partitions(
+                    base / system, args.cluster_partitions, args.cluster_replication_factor
+                )
                 print(system, "cluster", found["cluster"], flush=True)
     for sections in results.values():
         for section in sections.values():
