@@ -82,7 +82,8 @@ log = logging.getLogger(__name__)
 CONTROLLER_ELECTION = "controller"
 #: Pause after a coordination error before the controller tries again.
 RETRY_S = 0.5
-#: The controller re-checks everything at least this often, even without a hint.
+#: The controller re-checks everything at least this often, even without a hint, if its view of the
+#: topics or brokers moved since its last pass (a pass over the same view decides the same).
 RECHECK_S = 5.0
 #: How long a partition of a stored topic may lack a state before the controller writes one: its
 #: creator writes it right after the topic, unless it stopped in between.
@@ -159,6 +160,10 @@ class Controller:
         #: The fence of this broker's current term, None while it is not acting as controller.
         self.fence: Fence | None = None
         self._won: Fence | None = None  # the last term won, kept for resign() after run() stops
+        #: Rounds of the serving loop, and the passes over every partition they ran (for tests: a re-check
+        #: at rest runs none).
+        self.rounds = 0
+        self.passes = 0
 
     def poke(self) -> None:
         """Something may have changed: re-check every partition soon."""
@@ -194,9 +199,14 @@ class Controller:
                 await self._election.resign(fence)
 
     async def _serve(self, fence: Fence, session: Session) -> None:
+        passed_on: tuple[int, int] | None = None  # the view the last complete pass started from
         while session.state is not SessionState.LOST and self.fence is fence:
+            self.rounds += 1
+            poked = self._wake.is_set()
             self._wake.clear()
-            if session.state is SessionState.CONNECTED:
+            view = (self._topics.generation, self._brokers.generation)
+            if session.state is SessionState.CONNECTED and (poked or view != passed_on or self._time_bound()):
+                self.passes += 1
                 try:
                     await self.reconcile(fence)
                 except FencedError:
@@ -206,10 +216,15 @@ class Controller:
                     self._wake.set()
                     await asyncio.sleep(RETRY_S)
                     continue
+                passed_on = view
             until_rebalance = self._next_rebalance - time.monotonic()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(min(RECHECK_S, until_rebalance), 0.0)):
                     await self._wake.wait()
+
+    def _time_bound(self) -> bool:
+        """Whether the next pass has work that comes due with time alone (missing states, a rebalance)."""
+        return bool(self._missing_since) or (self._rebalance is not None and time.monotonic() >= self._next_rebalance)
 
     async def reconcile(self, fence: Fence) -> int:
         """One pass: leaders for every partition, finished reassignments, due rebalancing.
