@@ -144,10 +144,9 @@ def _replica_manager(state: BrokerState) -> Iterator[Metric]:
     for leader in leaders:
         isr, replicas = len(leader.isr), len(leader.replicas)
         under_replicated += isr < replicas
-        topic = node.topic(leader.topic)
-        if topic is None:
+        if node.topic(leader.topic) is None:
             continue
-        min_isr = int(topic.config.get("min.insync.replicas", node.config["min.insync.replicas"]))
+        min_isr = node.min_insync(leader.topic)
         under_min_isr += isr < min_isr
         at_min_isr += isr == min_isr
     yield _gauge("kafka_server_replicamanager_leadercount", "Partitions this broker leads.", len(leaders))

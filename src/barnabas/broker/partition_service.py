@@ -115,11 +115,6 @@ class PartitionService:
         """Whether ``leader`` (the replica that took an append) is still this broker's leader of the partition."""
         return not leader.resigned and self.replicas.leader(topic_name, index) is leader
 
-    def min_insync(self, topic_name: str) -> int:
-        """The topic's ``min.insync.replicas`` (its override, else the broker's)."""
-        overrides = self.node.topics.topics[topic_name].config
-        return int(overrides.get("min.insync.replicas", self.node.config["min.insync.replicas"]))
-
     def begin_append(
         self, topic_name: str, index: int, records: bytes | memoryview | None, *, acks: int, now_ms: int
     ) -> ProducePartitionResult | AppendStarted:
@@ -132,7 +127,7 @@ class PartitionService:
             return append_failure(index, partition)
         partition_state, partition_log = partition.state, partition.log
         if acks == -1:
-            min_isr = self.min_insync(topic_name)
+            min_isr = self.node.min_insync(topic_name)
             if len(partition_state.isr) < min_isr:
                 return append_failure(
                     index,

@@ -218,6 +218,12 @@ class NodeState:
     def topic(self, name: str) -> Topic | None:
         return self.topics.topics.get(name)
 
+    def min_insync(self, topic_name: str) -> int:
+        """The topic's ``min.insync.replicas`` (its override, else the broker's; the broker's for an unknown topic)."""
+        topic = self.topics.topics.get(topic_name)
+        overrides = topic.config if topic is not None else {}
+        return int(overrides.get("min.insync.replicas", self.config["min.insync.replicas"]))
+
     def partition_state(self, topic: str, partition: int) -> PartitionState | None:
         return self.topics.states.get((topic, partition))
 

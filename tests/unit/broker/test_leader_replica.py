@@ -124,3 +124,30 @@ def test_a_leader_alone_in_its_isr_is_never_abandoned(leader: LeaderReplica) -> 
     shrink_to_leader(leader, LAG_MS + 1)
 
     assert not leader.abandoned(leader.lagging(10 * LAG_MS, LAG_MS))
+
+
+def test_the_high_watermark_holds_while_the_isr_is_below_min_insync_replicas(leader: LeaderReplica) -> None:
+    """Kafka's leader keeps its high watermark while under min ISR (Partition.isUnderMinIsr, since 3.7): what
+    it alone took with acks=1 is neither readable nor counted as committed until enough replicas have it."""
+    leader.min_isr = 2
+    shrink_to_leader(leader, LAG_MS + 1)
+    held = leader.log.high_watermark
+    leader.log.append_as_leader(make_batch(3), 1, T0)  # acks=1, the leader alone in the ISR
+    leader.log.complete_appends(T0)
+
+    assert not leader.maybe_advance_high_watermark()
+    assert leader.log.high_watermark == held
+
+    leader.on_follower_fetch(2, leader.log.log_end_offset, LAG_MS + 2, EPOCHS[2])
+    leader.set_state(PartitionState(leader=0, leader_epoch=1, isr=(0, 2), broker_epochs={0: EPOCHS[0], 2: EPOCHS[2]}))
+
+    assert leader.log.high_watermark == leader.log.log_end_offset == held + 3
+
+
+def test_min_insync_replicas_above_the_replica_count_holds_nothing_back(leader: LeaderReplica) -> None:
+    """Kafka takes min(min.insync.replicas, replicas): a topic asking for more in sync than it has replicas."""
+    leader.min_isr = 5
+    for follower in (1, 2):
+        leader.on_follower_fetch(follower, leader.log.log_end_offset, 0, EPOCHS[follower])
+
+    assert leader.log.high_watermark == leader.log.log_end_offset

@@ -210,7 +210,7 @@ async def _respond_when_replicated(
         outcome = partitions[item.partition_position]
         leader = item.leader
         code = await leader.wait_for_high_watermark(item.required_offset, timeout_s)
-        if code is ErrorCode.none and len(leader.isr) < state.partitions.min_insync(item.topic_name):
+        if code is ErrorCode.none and len(leader.isr) < state.node.min_insync(item.topic_name):
             code = ErrorCode.not_enough_replicas_after_append
         if code is not ErrorCode.none:
             partitions[item.partition_position] = append_failure(outcome.partition_index, code)

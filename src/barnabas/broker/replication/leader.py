@@ -9,7 +9,10 @@ Kafka's Partition and Replica classes, for the leader side:
   clock (Kafka reads the wall clock here): a step of the leader's wall clock must neither make
   every follower look lagging nor keep a stalled one in the ISR until the clock catches up.
 - The high watermark is the smallest log end offset over the ISR (the leader's own included);
-  it only moves forward. acks=all produce waits until it passes the batch.
+  it only moves forward, and not at all while the ISR is smaller than ``min.insync.replicas`` (or
+  the replica count, if smaller), as Kafka's leader holds it since 3.7 (``isUnderMinIsr``): what a
+  leader alone took with acks=1 is not shown to consumers, nor counted as committed, until enough
+  replicas have it. acks=all produce waits until it passes the batch.
 - A follower joins the ISR once a recent fetch has reached the high watermark and the start of
   this leader epoch (so it has truncated against this leader); it leaves after
   ``replica.lag.time.max.ms`` without catching up. Those changes are written by the replica
@@ -86,6 +89,8 @@ class LeaderReplica:
         self.followers = {r: FollowerProgress(last_caught_up_ms=now_ms) for r in replicas if r != broker_id}
         self._waiters: list[tuple[int, asyncio.Future[ErrorCode]]] = []
         self.resigned = False
+        #: The topic's ``min.insync.replicas``; below it (or below the replica count, if smaller) the HW holds.
+        self.min_isr = 1
 
     @property
     def leader_epoch(self) -> int:
@@ -136,6 +141,8 @@ class LeaderReplica:
 
     def maybe_advance_high_watermark(self) -> bool:
         """Move the HW up to the smallest log end offset over the ISR; wake what it satisfies."""
+        if len(self.state.isr) < min(self.min_isr, len(self.replicas)):
+            return False
         ends = [self.log.log_end_offset]
         for replica in self.state.isr:
             if replica != self.broker_id:

@@ -265,11 +265,18 @@ class ReplicaManager:
         self.reconciled.set()
 
     def _apply_configs(self) -> None:
+        changed: set[str] = set()
         for name, topic in self.state.topics.topics.items():
             if self._configs.get(name) != topic.config:
                 if name in self._configs:
                     self.state.logs.update_config(name, stored_log_config(self.state.config, topic))
+                    changed.add(name)
                 self._configs[name] = dict(topic.config)
+        if changed:  # min.insync.replicas may have moved: a leader's HW may hold, or move on
+            for (name, _), leader in self.leaders.items():
+                if name in changed:
+                    leader.min_isr = self.state.min_insync(name)
+                    leader.maybe_advance_high_watermark()
         for name in [n for n in self._configs if n not in self.state.topics.topics]:
             del self._configs[name]
 
@@ -286,6 +293,7 @@ class ReplicaManager:
             partition_log.high_watermark = partition_log.log_end_offset
         _start_epoch(partition_log, partition_state.leader_epoch)
         leader = LeaderReplica(*tp, partition_log, partition_state, replicas, state.broker_id, state.monotonic_ms())
+        leader.min_isr = state.min_insync(tp[0])
         self.leaders[tp] = leader
         leader.maybe_advance_high_watermark()
         for listener in self.leadership_listeners:
