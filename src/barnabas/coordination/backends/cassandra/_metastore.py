@@ -292,9 +292,8 @@ class CassandraMetastore:
             raise ValueError(f"session ttl must be positive, not {ttl_s}")
         lease = lease_seconds(ttl_s)
         session_id = uuid.uuid4().hex
-        sent = time.monotonic()
         await self._connection.execute(cql.OPEN_SESSION, (self._ns, session_id, lease, lease))
-        session = CassandraSession(self, session_id, lease, granted_at=sent)
+        session = CassandraSession(self, session_id, lease, granted_at=time.monotonic())
         self._sessions[session_id] = session
         session.start()
         return session

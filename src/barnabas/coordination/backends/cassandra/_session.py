@@ -10,9 +10,7 @@ Rules this module keeps (coordination.md §6):
   ``IF version = v AND session = id``) with the full TTL, so they all expire in the same second.
 - The three states are decided in :func:`state_after` alone: a renewal whose batch applied is
   CONNECTED; a lease row found gone is LOST; an unanswered renewal is SUSPENDED until the lease
-  has run out since the last renewal that applied was *sent* (the server wrote its rows after
-  receiving it, never earlier), then LOST, as etcd's sessions count. (A row written with TTL ``n``
-  may go up to a second sooner, by the whole-second rounding above; that second is not counted.)
+  has run out since the last *answered* renewal (the rows are gone by the server's clock), then LOST.
 - A node marked down by the driver wakes the task at once, so SUSPENDED shows within a request,
   not a keepalive interval.
 - On LOST the task makes one attempt to delete what is left of the session's keys (a commit, so
@@ -61,7 +59,7 @@ def state_after(beat: Beat, since_alive_s: float, lease_s: float) -> SessionStat
 
     Args:
         beat: what the attempt learned.
-        since_alive_s: seconds since the last renewal that applied was sent.
+        since_alive_s: seconds since the answer to the last renewal that applied arrived.
         lease_s: the lease's TTL.
     """
     if beat is Beat.ALIVE:
@@ -89,7 +87,6 @@ class CassandraSession(SessionBase):
     """A lease row in the namespace's partition, renewed by a background task."""
 
     def __init__(self, leases: Leases, session_id: str, lease_s: int, granted_at: float) -> None:
-        """``granted_at``: the monotonic time the statement that wrote the lease row was sent."""
         super().__init__(session_id, float(lease_s))
         self.lease_s = lease_s
         self._leases = leases
@@ -124,7 +121,7 @@ class CassandraSession(SessionBase):
                 beat = Beat.UNANSWERED
             now = time.monotonic()
             if beat is Beat.ALIVE:
-                self._last_alive = began
+                self._last_alive = now
             state = state_after(beat, now - self._last_alive, self.lease_s)
             if self._closing:
                 return

@@ -222,26 +222,20 @@ class PostgresMetastore:
             raise ValueError(f"session TTL must be positive, not {ttl_s!r}")
         session_id = uuid.uuid4().hex
 
-        loop = asyncio.get_running_loop()
-
-        async def work(conn: Conn) -> float:
-            sent = loop.time()  # the server starts the lease after this, never before
+        async def work(conn: Conn) -> None:
             await conn.execute(_sql.OPEN_SESSION, {"id": session_id, "ttl": float(ttl_s)})
-            return sent
 
-        sent = await self._call("open session", work)
-        session = PostgresSession(self, session_id, float(ttl_s), sent)
+        await self._call("open session", work)
+        session = PostgresSession(self, session_id, float(ttl_s), asyncio.get_running_loop().time())
         self._sessions.add(session)
         return session
 
-    async def _renew_session(self, session_id: str, timeout_s: float) -> float | None:
-        """Extend the lease: the loop time the renewal was sent, or None if it had ended (never revived)."""
-        loop = asyncio.get_running_loop()
+    async def _renew_session(self, session_id: str, timeout_s: float) -> bool:
+        """Extend the lease; False if it had already ended (never revived)."""
 
-        async def work(conn: Conn) -> float | None:
-            sent = loop.time()  # the server renews after this, never before
+        async def work(conn: Conn) -> bool:
             cursor = await conn.execute(_sql.RENEW_SESSION, (session_id,))
-            return sent if await cursor.fetchone() is not None else None
+            return await cursor.fetchone() is not None
 
         with map_errors(f"renew session {session_id}"):
             return await self._keepalive_pool.run(work, timeout_s)

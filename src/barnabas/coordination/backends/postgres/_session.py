@@ -9,9 +9,8 @@ Rules this module keeps:
   never reviving an expired lease (``WHERE expires_at > now``): a late renewal means LOST.
 - What a renewal attempt saw becomes a state in one function, :func:`session_state`:
   renewed → CONNECTED; row gone or expired → LOST; unreachable or no answer → SUSPENDED while the
-  lease surely holds, LOST once it may not (``ttl`` after the last renewal that applied was *sent*:
-  the server set ``expires_at`` after receiving it, never earlier), as etcd's sessions count. An
-  attempt may take until then: over a slow link a
+  lease may still hold, LOST once it surely has not (``ttl`` after the last renewal's *answer*: the
+  server set ``expires_at`` before answering). An attempt may take until then: over a slow link a
   renewal answered after a second still renews, and a connection opened again after a timeout
   (several round trips) still has the time to. An attempt unanswered for ttl/3 makes the session
   SUSPENDED while it goes on, so a hung server is noticed at the latest 2·ttl/3 after the last
@@ -61,7 +60,7 @@ def session_state(renewal: Renewal, lease_left_s: float) -> SessionState:
 class SessionOwner(Protocol):
     """What a session needs from its metastore."""
 
-    async def _renew_session(self, session_id: str, timeout_s: float) -> float | None: ...
+    async def _renew_session(self, session_id: str, timeout_s: float) -> bool: ...
 
     async def _end_session(self, session_id: str, timeout_s: float) -> None: ...
 
@@ -72,10 +71,9 @@ class PostgresSession(SessionBase):
     """A lease row kept alive by a background task until closed or lost."""
 
     def __init__(self, owner: SessionOwner, session_id: str, ttl_s: float, granted_at: float) -> None:
-        """``granted_at``: the loop time the statement that opened the lease was sent."""
         super().__init__(session_id, ttl_s)
         self._owner = owner
-        #: Loop time after which the lease may have ended unless renewed (send time + ttl).
+        #: Loop time after which the lease has surely ended unless renewed (answer time + ttl).
         self._lease_end = granted_at + ttl_s
         self._keepalive = asyncio.get_running_loop().create_task(
             self._keep_alive(), name=f"postgres session {session_id} keepalive"
@@ -92,20 +90,19 @@ class PostgresSession(SessionBase):
             await asyncio.sleep(max(0.0, next_at - loop.time()))
             started = loop.time()
             renewal = Renewal.UNREACHABLE
-            sent: float | None = None
             lease_left = self._lease_end - started
             if lease_left > 0:
                 slow = loop.call_later(self.interval_s, self._set_state, SessionState.SUSPENDED)
                 try:
-                    sent = await self._owner._renew_session(self.id, lease_left)
-                    renewal = Renewal.RENEWED if sent is not None else Renewal.ENDED
+                    alive = await self._owner._renew_session(self.id, lease_left)
+                    renewal = Renewal.RENEWED if alive else Renewal.ENDED
                 except CoordinationError as exc:
                     log.debug("session %s keepalive failed: %s", self.id, exc)
                 finally:
                     slow.cancel()
             now = loop.time()
-            if renewal is Renewal.RENEWED and sent is not None:
-                self._lease_end = sent + self.ttl_s
+            if renewal is Renewal.RENEWED:
+                self._lease_end = now + self.ttl_s
             state = session_state(renewal, self._lease_end - now)
             self._set_state(state)
             next_at = started + self.interval_s if state is SessionState.CONNECTED else now + RETRY_S
