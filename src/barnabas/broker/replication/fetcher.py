@@ -223,7 +223,7 @@ class ReplicaFetcher:
         if self._pauses:
             timeout = max(self._pauses[0][0] - time.monotonic(), 0.0)
         if self._logless:
-            timeout = min(timeout if timeout is not None else self._backoff_s, self._backoff_s)
+            timeout = self._backoff_s if timeout is None else min(timeout, self._backoff_s)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 await self._changed.wait()
