@@ -281,6 +281,85 @@ async def _absent(m: Metastore, key: str) -> bool:
     return await m.get(key) is None
 
 
+def test_a_renewal_answered_late_is_trusted_only_from_its_sending(postgres_server: PostgresServer) -> None:
+    """The server renews a lease when the renewal reaches it, so a session may count on it only from
+    the renewal's sending: counted from a late answer, the session called itself CONNECTED after the
+    server had expired it. Here one renewal is answered 2.5 s late (TTL 3 s) and the next ones go
+    unanswered: the session must be SUSPENDED before the server's expiry, and LOST only once the
+    lease has surely ended (TTL after the late answer).
+    """
+    answer_delay_s = 2.5
+
+    async def scenario() -> None:
+        m = await open_backend(postgres_server.url_for())
+        renew = m._renew_session
+        answered_late = asyncio.Event()
+        answered_at = 0.0
+        server_expiry = 0.0
+
+        async def late_then_unanswered(session_id: str, timeout_s: float) -> float | None:
+            nonlocal answered_at, server_expiry
+            if answered_late.is_set():
+                await asyncio.sleep(timeout_s)  # no answer at all, for as long as the caller waits
+                raise UnavailableError("no answer")
+            sent = await renew(session_id, timeout_s)
+            rows = await sql(
+                m.url,
+                "SELECT extract(epoch FROM expires_at - clock_timestamp()) FROM sessions WHERE id = %s",
+                (session_id,),
+            )
+            server_expiry = time.monotonic() + float(rows[0][0])
+            await asyncio.sleep(answer_delay_s)
+            answered_at = time.monotonic()
+            answered_late.set()
+            return sent
+
+        try:
+            session = await m.open_session(3.0)
+            changes: list[tuple[float, SessionState]] = []
+            session.add_state_listener(lambda state: changes.append((time.monotonic(), state)))
+            m._renew_session = late_then_unanswered  # type: ignore[method-assign]
+            await asyncio.wait_for(answered_late.wait(), 10)
+            await eventually(lambda: session.state is SessionState.LOST, "LOST", 10)
+            after = [(at, state) for at, state in changes if at >= answered_at]
+            doubted = next(at for at, state in after if state is SessionState.SUSPENDED)
+            assert doubted <= server_expiry, f"CONNECTED {doubted - server_expiry:.2f} s past the server's expiry"
+            lost = next(at for at, state in after if state is SessionState.LOST)
+            assert lost >= answered_at + session.ttl_s - 0.05, f"LOST {answered_at + session.ttl_s - lost:.2f} s early"
+        finally:
+            await m.close()
+
+    run(scenario(), postgres_server)
+
+
+def test_a_session_opened_across_a_server_pause_is_kept(own_server: PostgresServer) -> None:
+    """An open statement sent while the server is frozen past the TTL starts the lease only when the
+    server thaws: the session must then renew and be CONNECTED, never LOST (counted from the sending
+    alone, it was born expired and lost at its first keepalive).
+    """
+
+    async def scenario() -> None:
+        m = await open_backend(own_server.url_for())
+        try:
+            assert await m.get("owned") is None  # a connection open and idle: the open is sent at once
+            own_server.pause()
+            opening = asyncio.create_task(m.open_session(1.0))
+            await asyncio.sleep(1.5)  # the freeze outlasts the TTL
+            own_server.resume()
+            session = await asyncio.wait_for(opening, 10)
+            log = StateLog(session)
+            await eventually(lambda: session.state is SessionState.CONNECTED, "CONNECTED", 5)
+            await m.commit([Check("owned", 0)], [Put("owned", b"x", session)])
+            await asyncio.sleep(2 * session.ttl_s)  # two TTLs of keepalives: the lease must hold through them
+            assert SessionState.LOST not in log.states and session.state is SessionState.CONNECTED, log.states
+            assert (await m.get("owned")) is not None
+        finally:
+            own_server.resume()
+            await m.close()
+
+    run(scenario(), own_server)
+
+
 # -- watches -----------------------------------------------------------------------------------
 
 

@@ -292,8 +292,9 @@ class CassandraMetastore:
             raise ValueError(f"session ttl must be positive, not {ttl_s}")
         lease = lease_seconds(ttl_s)
         session_id = uuid.uuid4().hex
+        sent = time.monotonic()  # the node writes the lease row after this
         await self._connection.execute(cql.OPEN_SESSION, (self._ns, session_id, lease, lease))
-        session = CassandraSession(self, session_id, lease, granted_at=time.monotonic())
+        session = CassandraSession(self, session_id, lease, sent, time.monotonic())
         self._sessions[session_id] = session
         session.start()
         return session

@@ -8,9 +8,13 @@ Rules this module keeps (coordination.md §6):
 - Every :data:`KEEPALIVE_FRACTION` of the lease, one conditional batch rewrites the lease row
   (``IF EXISTS``) and every ephemeral key of the session (all columns, same value and version,
   ``IF version = v AND session = id``) with the full TTL, so they all expire in the same second.
-- The three states are decided in :func:`state_after` alone: a renewal whose batch applied is
-  CONNECTED; a lease row found gone is LOST; an unanswered renewal is SUSPENDED until the lease
-  has run out since the last *answered* renewal (the rows are gone by the server's clock), then LOST.
+- The node writes a renewal's rows between the attempt's start and its answer, so they surely live
+  until ``lease - 1`` seconds after the last attempt that applied *began* (the second of rounding
+  above), and are surely gone ``lease`` seconds after its *answer* (:class:`LeaseClock`). The three
+  states are decided in :func:`state_after` alone: a lease row found gone is LOST; a renewal that
+  applied is CONNECTED while the rows surely live; otherwise (unanswered, or answered so late that
+  they may be gone) SUSPENDED until they surely are, then LOST. A CONNECTED session becomes SUSPENDED
+  by itself when its rows may expire.
 - A node marked down by the driver wakes the task at once, so SUSPENDED shows within a request,
   not a keepalive interval.
 - On LOST the task makes one attempt to delete what is left of the session's keys (a commit, so
@@ -29,9 +33,9 @@ from typing import Protocol
 
 from ...api import SessionState
 from ...errors import CoordinationError, UnavailableError
-from .._session import SessionBase
+from .._session import LeaseClock, SessionBase
 
-__all__ = ["Beat", "CassandraSession", "Leases", "lease_seconds", "state_after"]
+__all__ = ["Beat", "CassandraSession", "Leases", "lease_clock", "lease_seconds", "state_after"]
 
 log = logging.getLogger(__name__)
 
@@ -54,19 +58,22 @@ def lease_seconds(ttl_s: float) -> int:
     return max(2, math.ceil(ttl_s))
 
 
-def state_after(beat: Beat, since_alive_s: float, lease_s: float) -> SessionState:
+def state_after(beat: Beat, lease: LeaseClock, now: float) -> SessionState:
     """The session state after a renewal attempt (kazoo's three states, mapped here only).
 
     Args:
         beat: what the attempt learned.
-        since_alive_s: seconds since the answer to the last renewal that applied arrived.
-        lease_s: the lease's TTL.
+        lease: when the rows surely live and when they are surely gone, the attempt counted in.
+        now: the time (``time.monotonic``) of the answer.
     """
-    if beat is Beat.ALIVE:
-        return SessionState.CONNECTED
-    if beat is Beat.GONE or since_alive_s >= lease_s:
+    if beat is Beat.GONE:
         return SessionState.LOST
-    return SessionState.SUSPENDED
+    return lease.state(now, answered=beat is Beat.ALIVE)
+
+
+def lease_clock(lease_s: int) -> LeaseClock:
+    """The clock of a lease written with a TTL of ``lease_s`` whole seconds (it may end a second sooner)."""
+    return LeaseClock(float(lease_s), rounding_s=1.0)
 
 
 class Leases(Protocol):
@@ -86,16 +93,22 @@ class Leases(Protocol):
 class CassandraSession(SessionBase):
     """A lease row in the namespace's partition, renewed by a background task."""
 
-    def __init__(self, leases: Leases, session_id: str, lease_s: int, granted_at: float) -> None:
+    def __init__(self, leases: Leases, session_id: str, lease_s: int, sent: float, answered: float) -> None:
+        """``sent`` and ``answered``: when (``time.monotonic``) the statement writing the lease row was
+        sent, and its answer came.
+        """
         super().__init__(session_id, float(lease_s))
         self.lease_s = lease_s
         self._leases = leases
-        self._last_alive = granted_at
+        self._lease = lease_clock(lease_s)
+        self._lease.started(sent, answered)
         self._closing = False
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
+        # Opened so late that the row may be gone: SUSPENDED until the first renewal (made at once).
+        self._set_leased_state(self._lease.state(time.monotonic(), answered=True), self._lease.holds_until)
         self._task = asyncio.get_running_loop().create_task(self._keepalive(), name=f"cassandra-session-{self.id}")
 
     @property
@@ -121,15 +134,15 @@ class CassandraSession(SessionBase):
                 beat = Beat.UNANSWERED
             now = time.monotonic()
             if beat is Beat.ALIVE:
-                self._last_alive = now
-            state = state_after(beat, now - self._last_alive, self.lease_s)
+                self._lease.started(began, now)
+            state = state_after(beat, self._lease, now)
             if self._closing:
                 return
             if state is SessionState.LOST:
                 await self._lost()
                 return
-            self._set_state(state)
-            pause = self.interval_s if beat is Beat.ALIVE else min(RETRY_INTERVAL_S, self.interval_s)
+            self._set_leased_state(state, self._lease.holds_until)
+            pause = self.interval_s if state is SessionState.CONNECTED else min(RETRY_INTERVAL_S, self.interval_s)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(0.0, began + pause - time.monotonic())):
                     await self._wake.wait()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -222,20 +223,25 @@ class PostgresMetastore:
             raise ValueError(f"session TTL must be positive, not {ttl_s!r}")
         session_id = uuid.uuid4().hex
 
-        async def work(conn: Conn) -> None:
+        async def work(conn: Conn) -> float:
+            sent = time.monotonic()  # of the attempt that opened it: the server starts the lease after this
             await conn.execute(_sql.OPEN_SESSION, {"id": session_id, "ttl": float(ttl_s)})
+            return sent
 
-        await self._call("open session", work)
-        session = PostgresSession(self, session_id, float(ttl_s), asyncio.get_running_loop().time())
+        sent = await self._call("open session", work)
+        session = PostgresSession(self, session_id, float(ttl_s), sent, time.monotonic())
         self._sessions.add(session)
         return session
 
-    async def _renew_session(self, session_id: str, timeout_s: float) -> bool:
-        """Extend the lease; False if it had already ended (never revived)."""
+    async def _renew_session(self, session_id: str, timeout_s: float) -> float | None:
+        """Extend the lease: when (``time.monotonic``) the renewal that did it was sent, or None if the
+        lease had already ended (never revived).
+        """
 
-        async def work(conn: Conn) -> bool:
+        async def work(conn: Conn) -> float | None:
+            sent = time.monotonic()  # the server renews after this, never before
             cursor = await conn.execute(_sql.RENEW_SESSION, (session_id,))
-            return await cursor.fetchone() is not None
+            return sent if await cursor.fetchone() is not None else None
 
         with map_errors(f"renew session {session_id}"):
             return await self._keepalive_pool.run(work, timeout_s)

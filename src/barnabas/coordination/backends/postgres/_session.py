@@ -7,15 +7,20 @@ Rules this module keeps:
   reaper in any client, the owner on LOST) removes them, and the change log records each.
 - One keepalive task per session renews every ttl/3 on the metastore's keepalive connection,
   never reviving an expired lease (``WHERE expires_at > now``): a late renewal means LOST.
-- What a renewal attempt saw becomes a state in one function, :func:`session_state`:
-  renewed → CONNECTED; row gone or expired → LOST; unreachable or no answer → SUSPENDED while the
-  lease may still hold, LOST once it surely has not (``ttl`` after the last renewal's *answer*: the
-  server set ``expires_at`` before answering). An attempt may take until then: over a slow link a
-  renewal answered after a second still renews, and a connection opened again after a timeout
-  (several round trips) still has the time to. An attempt unanswered for ttl/3 makes the session
-  SUSPENDED while it goes on, so a hung server is noticed at the latest 2·ttl/3 after the last
-  renewal, before the lease ends. After a failed attempt the renewal is retried every 0.1 s, so a
-  server back within the TTL makes the session CONNECTED again at once.
+- The server sets ``expires_at`` between a statement's sending and its answer, so the lease surely
+  holds until ``ttl`` after the last renewal (or the open) that applied was *sent*, and has surely
+  ended ``ttl`` after its *answer* (:class:`LeaseClock`). What a renewal attempt saw becomes a state in
+  one function, :func:`session_state`: row gone or expired → LOST; renewed → CONNECTED while the
+  lease surely holds; otherwise (unanswered, or answered so late that the lease may already have
+  ended) SUSPENDED until it has surely ended, then LOST. A CONNECTED session becomes SUSPENDED by
+  itself when the lease it knows of may end. An open answered late (the server paused while it was
+  on its way) makes a session that starts SUSPENDED and renews at once.
+- An attempt may take until the lease has surely ended: over a slow link a renewal answered after a
+  second still renews, and a connection opened again after a timeout (several round trips) still has
+  the time to. An attempt unanswered for ttl/3 makes the session SUSPENDED while it goes on, so a
+  hung server is noticed at the latest 2·ttl/3 after the last renewal. After a failed or late attempt
+  the renewal is retried every 0.1 s, so a server back within the TTL makes the session CONNECTED
+  again at once.
 - On LOST the owner deletes the row itself if it can (its keys go now rather than at the next
   reap); if the server is down, the first reaper after it returns does it.
 """
@@ -26,11 +31,12 @@ import asyncio
 import contextlib
 import enum
 import logging
+import time
 from typing import Protocol
 
 from ...api import SessionState
 from ...errors import CoordinationError
-from .._session import SessionBase
+from .._session import LeaseClock, SessionBase
 
 __all__ = ["PostgresSession", "Renewal", "SessionOwner", "session_state"]
 
@@ -48,19 +54,17 @@ class Renewal(enum.Enum):
     UNREACHABLE = "unreachable"  # connection error or no answer in time
 
 
-def session_state(renewal: Renewal, lease_left_s: float) -> SessionState:
+def session_state(renewal: Renewal, lease: LeaseClock, now: float) -> SessionState:
     """Map a renewal outcome to kazoo's three states (the only place doing so)."""
-    if renewal is Renewal.RENEWED:
-        return SessionState.CONNECTED
     if renewal is Renewal.ENDED:
         return SessionState.LOST
-    return SessionState.SUSPENDED if lease_left_s > 0 else SessionState.LOST
+    return lease.state(now, answered=renewal is Renewal.RENEWED)
 
 
 class SessionOwner(Protocol):
     """What a session needs from its metastore."""
 
-    async def _renew_session(self, session_id: str, timeout_s: float) -> bool: ...
+    async def _renew_session(self, session_id: str, timeout_s: float) -> float | None: ...
 
     async def _end_session(self, session_id: str, timeout_s: float) -> None: ...
 
@@ -70,11 +74,15 @@ class SessionOwner(Protocol):
 class PostgresSession(SessionBase):
     """A lease row kept alive by a background task until closed or lost."""
 
-    def __init__(self, owner: SessionOwner, session_id: str, ttl_s: float, granted_at: float) -> None:
+    def __init__(self, owner: SessionOwner, session_id: str, ttl_s: float, sent: float, answered: float) -> None:
+        """``sent`` and ``answered``: when (``time.monotonic``) the statement that opened the lease was
+        sent, and its answer came.
+        """
         super().__init__(session_id, ttl_s)
         self._owner = owner
-        #: Loop time after which the lease has surely ended unless renewed (answer time + ttl).
-        self._lease_end = granted_at + ttl_s
+        self._lease = LeaseClock(ttl_s)
+        self._lease.started(sent, answered)
+        self._set_leased_state(self._lease.state(time.monotonic(), answered=True), self._lease.holds_until)
         self._keepalive = asyncio.get_running_loop().create_task(
             self._keep_alive(), name=f"postgres session {session_id} keepalive"
         )
@@ -85,26 +93,27 @@ class PostgresSession(SessionBase):
 
     async def _keep_alive(self) -> None:
         loop = asyncio.get_running_loop()
-        next_at = loop.time() + self.interval_s
+        next_at = time.monotonic() + (self.interval_s if self.state is SessionState.CONNECTED else 0.0)
         while self.state is not SessionState.LOST:
-            await asyncio.sleep(max(0.0, next_at - loop.time()))
-            started = loop.time()
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+            started = time.monotonic()
             renewal = Renewal.UNREACHABLE
-            lease_left = self._lease_end - started
+            sent: float | None = None
+            lease_left = self._lease.over_at - started
             if lease_left > 0:
                 slow = loop.call_later(self.interval_s, self._set_state, SessionState.SUSPENDED)
                 try:
-                    alive = await self._owner._renew_session(self.id, lease_left)
-                    renewal = Renewal.RENEWED if alive else Renewal.ENDED
+                    sent = await self._owner._renew_session(self.id, lease_left)
+                    renewal = Renewal.RENEWED if sent is not None else Renewal.ENDED
                 except CoordinationError as exc:
                     log.debug("session %s keepalive failed: %s", self.id, exc)
                 finally:
                     slow.cancel()
-            now = loop.time()
-            if renewal is Renewal.RENEWED:
-                self._lease_end = now + self.ttl_s
-            state = session_state(renewal, self._lease_end - now)
-            self._set_state(state)
+            now = time.monotonic()
+            if sent is not None:
+                self._lease.started(sent, now)
+            state = session_state(renewal, self._lease, now)
+            self._set_leased_state(state, self._lease.holds_until)
             next_at = started + self.interval_s if state is SessionState.CONNECTED else now + RETRY_S
         with contextlib.suppress(CoordinationError):
             await self._owner._end_session(self.id, self.ttl_s)
