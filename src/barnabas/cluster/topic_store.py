@@ -133,6 +133,11 @@ class TopicStore:
             if tp is not None:
                 learned.partitions.add(tp)
 
+    @property
+    def loads_done(self) -> int:
+        """How many whole loads replaced the cache (each may change any topic)."""
+        return self._loads_done
+
     def topic_generation(self, name: str) -> tuple[int, int]:
         """Moves whenever the cached document or a partition state of topic ``name`` changes (a load included)."""
         return self._loads_done, self._topic_generations.get(name, 0)
