@@ -159,6 +159,8 @@ class LogManager:
         self._producer_expiry = Periodic(self.schedule.producer_expiration_check_interval_ms)
         self._locks: dict[Path, int] = {}
         self._logs: dict[TopicPartition, tuple[Path, PartitionLog]] = {}
+        #: Per topic, the partitions of ``_logs`` (a reconcile of a few topics must not walk every log).
+        self._by_topic: dict[str, set[int]] = {}
         #: Partitions per log dir, kept as ``_logs`` changes (counting them per create was quadratic).
         self._per_dir: collections.Counter[Path] = collections.Counter()
         self._last_checkpoint_ms: int | None = None
@@ -312,6 +314,7 @@ class LogManager:
                 log.attach_scheduler(self._scheduler)
                 log.attach_failure_channel(self.failures.report)
                 self._logs[tp] = (log_dir, log)
+                self._by_topic.setdefault(tp.topic, set()).add(tp.partition)
                 self._per_dir[log_dir] += 1
                 self.cleaner.reopened(tp)
                 loaded.append(tp)
@@ -350,6 +353,10 @@ class LogManager:
         """Every partition with an open log, sorted."""
         return sorted(self._logs)
 
+    def partitions_of(self, topic: str) -> list[TopicPartition]:
+        """The partitions of ``topic`` with an open log, sorted."""
+        return [TopicPartition(topic, p) for p in sorted(self._by_topic.get(topic, ()))]
+
     def log_dir_of(self, topic: str, partition: int) -> Path | None:
         """The log dir holding a partition, or None."""
         entry = self._logs.get(TopicPartition(topic, partition))
@@ -381,6 +388,7 @@ class LogManager:
         log.attach_scheduler(self._scheduler)
         log.attach_failure_channel(self.failures.report)
         self._logs[tp] = (log_dir, log)
+        self._by_topic.setdefault(tp.topic, set()).add(tp.partition)
         self._per_dir[log_dir] += 1
         return log
 
@@ -394,6 +402,11 @@ class LogManager:
         self._check_open()
         tp = TopicPartition(topic, partition)
         entry = self._logs.pop(tp, None)
+        held = self._by_topic.get(tp.topic)
+        if held is not None:
+            held.discard(tp.partition)
+            if not held:
+                del self._by_topic[tp.topic]
         if entry is None:
             return False
         self._per_dir[entry[0]] -= 1
@@ -416,9 +429,8 @@ class LogManager:
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         """Apply a topic config change to every partition of ``topic``."""
-        for tp, (_, log) in self._logs.items():
-            if tp.topic == topic:
-                log.update_config(config)
+        for tp in self.partitions_of(topic):
+            self._logs[tp][1].update_config(config)
 
     # --- periodic work -----------------------------------------------------------------------
 

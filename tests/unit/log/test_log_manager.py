@@ -94,6 +94,23 @@ def test_a_new_partition_goes_to_the_dir_with_fewest_counting_loaded_and_deleted
     assert restarted.log_dir_of("orders", 5) == dirs[0].absolute(), "the deleted logs no longer count"
 
 
+def test_a_topics_partitions_are_listed_as_created_loaded_and_deleted(
+    dirs: list[Path], managers: list[LogManager]
+) -> None:
+    manager = start(managers, dirs)
+    for p in (2, 0, 1):
+        manager.create("orders", p, TOPIC_ID, LogConfig(), T0)
+    manager.create("other", 0, TOPIC_ID, LogConfig(), T0)
+    assert manager.partitions_of("orders") == [TopicPartition("orders", p) for p in range(3)]
+    manager.close()
+    restarted = start(managers, dirs)
+    assert restarted.partitions_of("orders") == [TopicPartition("orders", p) for p in range(3)]
+    assert restarted.delete_topic_partition("orders", 1)
+    assert restarted.partitions_of("orders") == [TopicPartition("orders", 0), TopicPartition("orders", 2)]
+    assert restarted.delete_topic_partition("other", 0)
+    assert restarted.partitions_of("other") == [] and restarted.partitions_of("never") == []
+
+
 def test_create_returns_the_existing_log(dirs: list[Path], managers: list[LogManager]) -> None:
     manager = start(managers, dirs)
     log = manager.create("t", 0, TOPIC_ID, LogConfig(), T0)

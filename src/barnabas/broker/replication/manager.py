@@ -229,9 +229,9 @@ class ReplicaManager:
         state = self.state
         wanted = None if topics is None else set(topics)
         local: dict[str, list[TopicPartition]] = {}
-        for held in state.logs.partitions():
-            if wanted is None or held.topic in wanted:
-                local.setdefault(held.topic, []).append(held)
+        logs = state.logs
+        for held in logs.partitions() if wanted is None else [tp for name in wanted for tp in logs.partitions_of(name)]:
+            local.setdefault(held.topic, []).append(held)
         for name in sorted(set(state.topics.topics) | set(local) if wanted is None else wanted):
             yield
             reconcile_local_logs(state, [name], local.get(name, []))
