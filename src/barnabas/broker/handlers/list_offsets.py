@@ -8,6 +8,13 @@ finds the batch, and this module looks inside it for the exact record, going on 
 batches when it holds none (FileRecords.searchForTimestamp: a batch the cleaner emptied keeps its
 maxTimestamp). No such record: offset -1, timestamp -1, no error. A topic the principal may not
 DESCRIBE gets TOPIC_AUTHORIZATION_FAILED in each of its partitions.
+
+Offsets never go backwards across a leader change (KIP-207, Kafka's Partition.fetchOffsetForTimestamp):
+a new leader's high watermark may lag behind its predecessor's until its followers fetch from it, so
+while it is below the start of the leader's epoch, a consumer's (not a replica's) latest offset, and a
+timestamp lookup finding nothing below it, are OFFSET_NOT_AVAILABLE, which clients retry. A fault run
+read a high watermark of 4,600 from a new leader right after its predecessor had acknowledged offset
+4,683.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from ._view import view_of
 
 API_KEY = 2
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
+#: ``replica_id`` of a consumer's request (Kafka's CONSUMER_REPLICA_ID); a replica's names itself.
+CONSUMER = -1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,9 +116,16 @@ def handle(state: PartitionNeeds, request: Request) -> bytes:
                 fields["error_code"] = found_partition
             else:
                 partition_log, partition_state = found_partition.log, found_partition.state
+                # The high watermark lags behind where this leader's epoch starts (KIP-207, above).
+                lagging = body.replica_id == CONSUMER and (
+                    found_partition.leader.epoch_start_offset > partition_log.high_watermark
+                )
                 timestamp = requested.timestamp
                 found: tuple[int, int] | None
-                if timestamp == LATEST:
+                if timestamp == LATEST and lagging:
+                    found = None
+                    fields["error_code"] = ErrorCode.offset_not_available
+                elif timestamp == LATEST:
                     found = (partition_log.high_watermark, -1)
                 elif timestamp in (EARLIEST, EARLIEST_LOCAL):
                     found = (partition_log.log_start_offset, -1)
@@ -120,6 +136,8 @@ def handle(state: PartitionNeeds, request: Request) -> bytes:
                     fields["error_code"] = ErrorCode.invalid_request
                 else:
                     found = _first_record_at_or_after(partition_log, timestamp)
+                if found is None and lagging and (timestamp >= 0 or timestamp == MAX_TIMESTAMP):
+                    fields["error_code"] = ErrorCode.offset_not_available
                 if found is not None:
                     fields.update(offset=found[0], timestamp=found[1], leader_epoch=partition_state.leader_epoch)
             partitions.append(make(types.ListOffsetsPartitionResponse, **fields))
