@@ -182,6 +182,9 @@ CASES: dict[int, Case] = {
                                                               mechanism=1),)),
              lambda a: first(a.results).error_code, allowed=E.resource_not_found),
     64: Case(0, lambda: r(64, 0, broker_id=7), lambda a: a.error_code, allowed=E.broker_id_not_registered),
+    75: Case(0, lambda: r(75, 0, topics=(r(75, 0, "TopicRequest", name=TOPIC),), response_partition_limit=2000,
+                          cursor=None),
+             lambda a: first(a.topics).error_code),
 }  # fmt: skip
 
 #: Kafka filters these instead of answering an error: what a denied principal still sees, and an allowed one.

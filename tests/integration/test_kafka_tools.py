@@ -1,12 +1,12 @@
 """Kafka's own command-line tools (kafka-tools 4.4, from the jars bench/kafka-server/build.sh resolves) against
 a barnabas cluster: kafka-log-dirs, kafka-consumer-groups --delete-offsets, kafka-reassign-partitions
---execute/--verify, kafka-configs cordoning a broker (KIP-1066) and kafka-cluster unregister, as an operator
-used to Kafka would run them. The barnabas commands for the same requests must agree with them."""
+--execute/--verify, kafka-configs cordoning a broker (KIP-1066), kafka-cluster unregister and kafka-topics
+--describe, as an operator used to Kafka would run them. The barnabas commands for the same requests must agree
+with them."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -14,26 +14,15 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from tests.support.cluster import BrokerCluster
+from tests.support.interop_tools import kafka_tool
 
 pytestmark = pytest.mark.timeout(300)
 
-REPO = Path(__file__).resolve().parents[2]
-KAFKA_LIB = REPO / "bench" / "kafka-server" / "build" / "lib"
 TOOL_TIMEOUT_S = 120
 RECORDS = 200
-
-
-def kafka_tool(main_class: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run one of Kafka's tools (a short-lived JVM) to completion."""
-    if not any(KAFKA_LIB.glob("kafka-tools-*.jar")):
-        pytest.fail(f"Kafka's tools are not in {KAFKA_LIB}: bench/kafka-server/build.sh (make test) resolves them")
-    command = [
-        "java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-        "-cp", f"{KAFKA_LIB}{os.sep}*", main_class, *args,
-    ]  # fmt: skip
-    return subprocess.run(command, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
 
 
 def barnabas(*args: str) -> subprocess.CompletedProcess[str]:
@@ -77,6 +66,27 @@ def test_kafka_log_dirs_tool_and_barnabas_report_the_same_replicas_and_sizes(clu
         (r["broker"], f"{r['topic']}-{r['partition']}"): r["size_bytes"] for r in json.loads(ours.stdout)["replicas"]
     }
     assert from_barnabas == from_kafka
+
+
+def test_kafka_topics_tool_describes_the_partitions_metadata_names(cluster: BrokerCluster) -> None:
+    """kafka-topics --describe asks DescribeTopicPartitions first (Admin.describeTopics, Kafka 3.8+); its ELR
+    columns say which answered: empty lists from DescribeTopicPartitions, N/A from the Metadata fallback."""
+    described = kafka_tool(
+        "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", cluster.bootstrap, "--describe", "--topic", "tools"
+    )
+    assert described.returncode == 0, described.stderr
+    rows = []
+    for line in described.stdout.splitlines():
+        if "Partition: " in line:
+            rows.append({key.strip(): value.strip() for key, _, value in (p.partition(":") for p in line.split("\t"))})
+    metadata = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics("tools", timeout=30).topics["tools"]
+    assert sorted(int(row["Partition"]) for row in rows) == [0, 1], described.stdout
+    for row in rows:
+        partition = metadata.partitions[int(row["Partition"])]
+        assert int(row["Leader"]) == partition.leader
+        assert [int(r) for r in row["Replicas"].split(",")] == partition.replicas
+        assert sorted(int(r) for r in row["Isr"].split(",")) == sorted(partition.isrs)
+        assert (row["Elr"], row["LastKnownElr"]) == ("", ""), f"Metadata answered, not DescribeTopicPartitions: {row}"
 
 
 def test_kafka_consumer_groups_tool_deletes_a_groups_offsets(cluster: BrokerCluster) -> None:

@@ -29,7 +29,7 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from barnabas.protocol import ErrorCode, build_record_batch, decode_batch_records, make, request_class
 from barnabas.testing import BrokerCluster, ProxySet
 from tests.interop.common import problems_in
-from tests.support.interop_tools import JAVA_DIR, JAVA_TOOLS, NODE_DIR, REPO, build_tools, java_command
+from tests.support.interop_tools import JAVA_DIR, JAVA_TOOLS, NODE_DIR, REPO, build_tools, java_command, kafka_tool
 from tests.support.raw_client import RawKafkaClient, frame, request_header
 from tests.support.requests import FETCH, METADATA, PRODUCE, timeout_ms
 
@@ -93,6 +93,30 @@ def test_metadata_names_only_proxy_nodes_and_every_node_agrees(cluster: BrokerCl
             assert p.replicas[0] == p.leader and len(set(p.replicas)) == len(p.replicas) == 2
         answers.append(({b: brokers[b] for b in sorted(brokers)}, {i: p.leader for i, p in partitions.items()}))
     assert answers[0] == answers[1], "two proxy nodes must give the same metadata"
+
+
+def test_kafka_topics_describes_through_the_proxy_as_metadata_names(cluster: BrokerCluster, proxies: ProxySet) -> None:
+    """kafka-topics --describe through the proxy: Admin.describeTopics asks DescribeTopicPartitions (its empty ELR
+    columns say so, N/A would be Metadata's fallback), and every node it names is the proxy node Metadata names."""
+    topic = new_topic(cluster, "described")
+    described = kafka_tool(
+        "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", proxies.bootstrap, "--describe", "--topic", topic
+    )
+    assert described.returncode == 0, described.stderr
+    rows = [
+        {key.strip(): value.strip() for key, _, value in (part.partition(":") for part in line.split("\t"))}
+        for line in described.stdout.splitlines()
+        if "Partition: " in line
+    ]
+    md = AdminClient({"bootstrap.servers": proxies.bootstrap}).list_topics(topic, timeout=TIMEOUT)
+    nodes = set(md.brokers)
+    assert sorted(int(row["Partition"]) for row in rows) == list(range(PARTITIONS)), described.stdout
+    for row in rows:
+        partition = md.topics[topic].partitions[int(row["Partition"])]
+        replicas = [int(r) for r in row["Replicas"].split(",")]
+        assert (int(row["Leader"]), replicas) == (partition.leader, partition.replicas)
+        assert {int(row["Leader"]), *replicas} <= nodes, f"a broker's id, not a proxy node's: {row}"
+        assert (row["Elr"], row["LastKnownElr"]) == ("", ""), f"Metadata answered, not DescribeTopicPartitions: {row}"
 
 
 def test_broker_internal_apis_close_the_connection(proxies: ProxySet) -> None:

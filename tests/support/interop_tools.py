@@ -3,7 +3,7 @@
 ``build_tools`` runs an idempotent build/install script (tests/interop/java/build.sh,
 tests/interop/node/install.sh); ``java_command`` is how to start one of the Java tools' main
 classes; ``JavaAdmin`` runs ``barnabas.interop.AdminTool`` (reassignments, elections) and parses
-its one JSON line.
+its one JSON line; ``kafka_tool`` runs one of Kafka's own command-line tools.
 """
 
 from __future__ import annotations
@@ -74,3 +74,20 @@ class JavaAdmin:
     def elect(self, kind: str, topic: str | None = None, partition: int | None = None) -> dict[str, Any]:
         target = ("--topic", topic, "--partition", str(partition)) if topic is not None else ()
         return dict(self.run("elect", "--type", kind, *target))
+
+
+KAFKA_LIB = REPO / "bench" / "kafka-server" / "build" / "lib"
+KAFKA_TOOL_TIMEOUT_S = 120
+
+
+def kafka_tool(main_class: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run one of Kafka's tools (a short-lived JVM; bench/kafka-server/build.sh resolves the jars) to completion."""
+    if not any(KAFKA_LIB.glob("kafka-tools-*.jar")):
+        raise AssertionError(
+            f"Kafka's tools are not in {KAFKA_LIB}: bench/kafka-server/build.sh (make test) resolves them"
+        )
+    command = [
+        "java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+        "-cp", f"{KAFKA_LIB}{os.sep}*", main_class, *args,
+    ]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, timeout=KAFKA_TOOL_TIMEOUT_S, check=False)

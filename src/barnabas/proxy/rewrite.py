@@ -35,6 +35,7 @@ __all__ = [
     "node_of_broker",
     "partition_key",
     "rewrite_describe_cluster",
+    "rewrite_describe_topic_partitions",
     "rewrite_fetch",
     "rewrite_find_coordinator",
     "rewrite_list_partition_reassignments",
@@ -43,6 +44,7 @@ __all__ = [
 ]
 
 PRODUCE, FETCH, METADATA, FIND_COORDINATOR, LIST_PARTITION_REASSIGNMENTS, DESCRIBE_CLUSTER = 0, 1, 3, 10, 46, 60
+DESCRIBE_TOPIC_PARTITIONS = 75
 
 #: For each API whose responses carry node ids, hosts or ports: the fields (entity.field) rewritten,
 #: in the versions the proxy understands (``routes.UNDERSTOOD``; Fetch's ``NodeEndpoint`` is v16+).
@@ -86,6 +88,16 @@ REWRITTEN: dict[int, frozenset[str]] = {
             "DescribeClusterBroker.broker_id",
             "DescribeClusterBroker.host",
             "DescribeClusterBroker.port",
+        }
+    ),
+    DESCRIBE_TOPIC_PARTITIONS: frozenset(
+        {
+            "DescribeTopicPartitionsResponsePartition.leader_id",
+            "DescribeTopicPartitionsResponsePartition.replica_nodes",
+            "DescribeTopicPartitionsResponsePartition.isr_nodes",
+            "DescribeTopicPartitionsResponsePartition.eligible_leader_replicas",
+            "DescribeTopicPartitionsResponsePartition.last_known_elr",
+            "DescribeTopicPartitionsResponsePartition.offline_replicas",
         }
     ),
 }
@@ -186,6 +198,35 @@ def rewrite_describe_cluster(response: Any, version: int, view: ClusterView, nod
         brokers=_node_entities(broker_cls, nodes.up(), "broker_id"),
         controller_id=node_of_broker(view, nodes, int(response.controller_id)),
     )
+
+
+def rewrite_describe_topic_partitions(response: Any, version: int, view: ClusterView, nodes: ProxyNodes) -> Any:
+    """Leader, replicas and ISR as Metadata names them; an eligible leader replica (KIP-966) as the proxy
+    node in its broker's place among the replicas (left out if it has none); no offline replicas.
+    """
+    topics = []
+    for topic in response.topics:
+        partitions = []
+        for p in topic.partitions:
+            leader, replicas, isr = metadata_partition_nodes(p, view, nodes, topic.name)
+            placed = dict(zip(p.replica_nodes, replicas, strict=False))
+            partitions.append(
+                dataclasses.replace(
+                    p,
+                    leader_id=leader,
+                    replica_nodes=replicas,
+                    isr_nodes=isr,
+                    eligible_leader_replicas=_placed(p.eligible_leader_replicas, placed),
+                    last_known_elr=_placed(p.last_known_elr, placed),
+                    offline_replicas=(),
+                )
+            )
+        topics.append(dataclasses.replace(topic, partitions=tuple(partitions)))
+    return dataclasses.replace(response, topics=tuple(topics))
+
+
+def _placed(brokers: tuple[int, ...] | None, placed: dict[int, int]) -> tuple[int, ...] | None:
+    return None if brokers is None else tuple(placed[b] for b in brokers if b in placed)
 
 
 def rewrite_list_partition_reassignments(response: Any, version: int, view: ClusterView, nodes: ProxyNodes) -> Any:

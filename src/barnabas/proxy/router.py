@@ -59,6 +59,7 @@ from .metadata_answer import MetadataAnswers
 from .nodes import ProxyNodes
 from .rewrite import (
     rewrite_describe_cluster,
+    rewrite_describe_topic_partitions,
     rewrite_fetch,
     rewrite_find_coordinator,
     rewrite_list_partition_reassignments,
@@ -91,7 +92,7 @@ class RelayedAnswer(list[bytes | memoryview]):
 
 
 PRODUCE, FETCH, METADATA, OFFSET_FETCH, FIND_COORDINATOR, API_VERSIONS = 0, 1, 3, 9, 10, 18
-DESCRIBE_CLUSTER = 60
+DESCRIBE_CLUSTER, DESCRIBE_TOPIC_PARTITIONS = 60, 75
 JOIN_GROUP, SYNC_GROUP, LIST_PARTITION_REASSIGNMENTS = 11, 14, 46
 #: Fetch requests carry a fetch session (KIP-227) from this version.
 FETCH_SESSIONS_FROM = 7
@@ -201,6 +202,8 @@ class Router:
             return self.metadata_answers.answer(correlation_id, payload, version, self.view, self.nodes)
         if api_key == DESCRIBE_CLUSTER:
             return await self._rewritten(turn, frame, rewrite_describe_cluster)
+        if api_key == DESCRIBE_TOPIC_PARTITIONS:
+            return await self._rewritten(turn, frame, rewrite_describe_topic_partitions)
         return await self._relay_to(turn, await self._any_broker(), frame, correlation_id)
 
     def _api_versions(self, version: int, correlation_id: int) -> bytes:

@@ -81,6 +81,7 @@ ROUTES: dict[int, tuple[str, Route]] = {
     61: ("DescribeProducers", Route.PARTITIONS),
     65: ("DescribeTransactions", Route.TRANSACTIONS),
     66: ("ListTransactions", Route.OWN_BROKERS),
+    75: ("DescribeTopicPartitions", Route.ANY),
 }
 
 #: Versions the proxy routes and rewrites, per API (inclusive).
@@ -129,6 +130,7 @@ UNDERSTOOD: dict[int, tuple[int, int]] = {
     61: (0, 0),
     65: (0, 0),
     66: (0, 2),
+    75: (0, 0),
 }
 
 #: Broker-internal APIs: replication and controller RPCs, KRaft, broker registration, transaction markers. Refused.

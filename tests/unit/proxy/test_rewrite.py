@@ -18,6 +18,7 @@ from barnabas.proxy.cluster_view import ClusterView
 from barnabas.proxy.nodes import ProxyNode, ProxyNodes
 from barnabas.proxy.rewrite import (
     rewrite_describe_cluster,
+    rewrite_describe_topic_partitions,
     rewrite_fetch,
     rewrite_find_coordinator,
     rewrite_list_partition_reassignments,
@@ -44,6 +45,7 @@ from .wire import (
 )
 
 PRODUCE, FETCH, FIND_COORDINATOR, LIST_PARTITION_REASSIGNMENTS, DESCRIBE_CLUSTER = 0, 1, 10, 46, 60
+DESCRIBE_TOPIC_PARTITIONS = 75
 GROUP, TRANSACTION = 0, 1
 RACK_NODES = {"r1": R1_NODES, "r2": R2_NODES}
 #: Every (topic, partition) of the cluster with a leader, and that leader.
@@ -314,6 +316,51 @@ def test_list_partition_reassignments_leaves_out_brokers_without_a_proxy_node() 
     assert orders_0.removing_replicas == (orders_0.replicas[0],)
     assert orders_1.adding_replicas == (orders_1.replicas[1],)
     assert orders_1.removing_replicas == ()  # 101, third of three
+
+
+def topic_partitions_answer(eligible: dict[tuple[str, int], tuple[int, ...]]) -> Any:
+    """The brokers' DescribeTopicPartitions answer for the cluster (ELRs as given), 103 offline."""
+    partition_cls = response_class(DESCRIBE_TOPIC_PARTITIONS, 0, "DescribeTopicPartitionsResponsePartition")
+    topic_cls = response_class(DESCRIBE_TOPIC_PARTITIONS, 0, "DescribeTopicPartitionsResponseTopic")
+    return make(
+        response_class(DESCRIBE_TOPIC_PARTITIONS, 0),
+        throttle_time=datetime.timedelta(0),
+        next_cursor=None,
+        topics=tuple(
+            make(topic_cls, error_code=ErrorCode.none, name=name, topic_id=topic_id, is_internal=False,
+                 topic_authorized_operations=-2147483648, partitions=tuple(
+                     make(partition_cls, error_code=ErrorCode.none, partition_index=index, leader_id=leader,
+                          leader_epoch=4, replica_nodes=tuple(replicas), isr_nodes=tuple(isr),
+                          eligible_leader_replicas=eligible.get((name, index), ()),
+                          last_known_elr=eligible.get((name, index), ())[:1],
+                          offline_replicas=tuple(r for r in replicas if r == 103))
+                     for index, leader, replicas, isr in partitions))
+            for name, (topic_id, partitions) in TOPICS.items()
+        ),
+    )  # fmt: skip
+
+
+def test_describe_topic_partitions_names_the_nodes_metadata_names() -> None:
+    view, nodes = cluster_view(), proxy_nodes()
+    eligible = {("orders", 1): (101,), ("orders", 3): (102, 101)}
+    received = response_over_wire(DESCRIBE_TOPIC_PARTITIONS, 0, topic_partitions_answer(eligible))
+    rewritten = rewrite_describe_topic_partitions(received, 0, view, nodes)
+    answer = as_client_reads(DESCRIBE_TOPIC_PARTITIONS, 0, rewritten)
+    metadata = metadata_partitions(view, nodes)
+    for topic in answer.topics:
+        for p in topic.partitions:
+            named = metadata[(topic.name, p.partition_index)]
+            assert (p.leader_id, p.replica_nodes, p.isr_nodes) == (
+                named.leader_id, tuple(named.replica_nodes), tuple(named.isr_nodes),
+            )  # fmt: skip
+            assert p.offline_replicas == ()
+            ids = {p.leader_id, *p.replica_nodes, *p.isr_nodes, *p.eligible_leader_replicas, *p.last_known_elr}
+            assert ids <= set(PROXY_IDS) | {-1}, f"{topic.name}/{p.partition_index} names a broker: {ids}"
+    orders = {p.partition_index: p for p in answer.topics[0].partitions}
+    # An eligible replica is the proxy node in its broker's place among the partition's replicas.
+    assert orders[1].eligible_leader_replicas == (orders[1].replica_nodes[2],)  # 101, third of (102, 103, 101)
+    assert orders[3].eligible_leader_replicas == (orders[3].replica_nodes[1], orders[3].replica_nodes[0])
+    assert orders[3].last_known_elr == (orders[3].replica_nodes[1],)
 
 
 # -- Produce and Fetch ------------------------------------------------------------------------------

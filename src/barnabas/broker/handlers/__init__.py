@@ -11,6 +11,7 @@ from . import (
     config_changes,
     configs,
     delete_records,
+    describe_topic_partitions,
     fetch,
     group_admin,
     groups,
@@ -36,6 +37,7 @@ def build_registry() -> ApiRegistry:
         [
             api_versions.SPEC,
             metadata.SPEC,
+            describe_topic_partitions.SPEC,
             produce.SPEC,
             fetch.SPEC,
             list_offsets.SPEC,

@@ -123,6 +123,8 @@ RULES: dict[int, tuple[Check, ...]] = {
     51: (_c(_O.ALTER, _R.CLUSTER, _CLUSTER, _CAF),),  # AlterUserScramCredentials
     60: (_c(_O.DESCRIBE, _R.CLUSTER, _CLUSTER, _E.none, "cluster authorized operations asked"),),  # DescribeCluster
     64: (_c(_O.ALTER, _R.CLUSTER, _CLUSTER, _CAF),),  # UnregisterBroker
+    75: (_c(_O.DESCRIBE, _R.TOPIC, "each topic named (all topics: those allowed, silently)",
+            _TAF),),  # DescribeTopicPartitions
 }  # fmt: skip
 
 

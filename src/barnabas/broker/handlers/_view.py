@@ -16,7 +16,8 @@ Rules this module keeps:
   are ``int`` and ``str`` at run time; a kio duration (``i32Timedelta``) is read as whole
   milliseconds by the view field with Kafka's ``Ms`` suffix: kio's ``session_timeout`` is a
   view's ``session_timeout_ms: int``, as SessionTimeoutMs is in JoinGroupRequest.json.
-- A tuple of entities becomes a tuple of the nested view its annotation names; null stays None.
+- A tuple of entities becomes a tuple of the nested view its annotation names, and one entity the
+  nested view; null stays None.
 - A view accounts for every field of every kio class it is built from, with a type that accepts
   kio's: a kio field the view lacks, a type that does not fit, or a view field without a default
   that the kio class lacks is a TypeError when the converter is made. Converters are made once per
@@ -131,6 +132,12 @@ def _reader(view: type, name: str, wanted: Any, source: type, given: Any) -> Con
         if not isinstance(given_item, type) or (_nullable(given) and not _nullable(wanted)):
             raise TypeError(f"{where}: {wanted} does not fit {_name(source)}'s {given}")
         return _nested(attrgetter(name), converter(item, given_item), nullable=_nullable(given))
+    single = _entity(wanted)
+    if single is not None:
+        given_single = _entity(given)
+        if given_single is None or (_nullable(given) and not _nullable(wanted)):
+            raise TypeError(f"{where}: {wanted} does not fit {_name(source)}'s {given}")
+        return _one(attrgetter(name), converter(single, given_single))
     if not _fits(wanted, given):
         raise TypeError(f"{where}: {wanted} does not fit {_name(source)}'s {given}")
     return attrgetter(name)
@@ -140,6 +147,18 @@ def _nested(read: Converter, convert: Converter, *, nullable: bool) -> Converter
     if nullable:
         return lambda entity: None if (items := read(entity)) is None else tuple(map(convert, items))
     return lambda entity: tuple(map(convert, read(entity)))
+
+
+def _one(read: Converter, convert: Converter) -> Converter:
+    return lambda entity: None if (item := read(entity)) is None else convert(item)
+
+
+def _entity(hint: Any) -> type | None:
+    """X of ``X`` or ``X | None`` when X is a dataclass (one nested entity); None for any other hint."""
+    members = [m for m in _members(hint) if m is not type(None)]
+    if len(members) == 1 and isinstance(members[0], type) and dataclasses.is_dataclass(members[0]):
+        return members[0]
+    return None
 
 
 def _milliseconds(read: Converter) -> Converter:
