@@ -47,11 +47,19 @@ class StateLog:
         self.session = session
         self.states: list[SessionState] = []
         self.at: dict[SessionState, float] = {}
+        #: Every change with when it came (``time.monotonic``).
+        self.changes: list[tuple[float, SessionState]] = []
         session.add_state_listener(self._record)
 
     def _record(self, state: SessionState) -> None:
+        now = time.monotonic()
         self.states.append(state)
-        self.at.setdefault(state, time.monotonic())
+        self.at.setdefault(state, now)
+        self.changes.append((now, state))
+
+    def first_after(self, moment: float, state: SessionState) -> float:
+        """When the session first went to ``state`` at or after ``moment`` (it must have)."""
+        return next(at for at, s in self.changes if at >= moment and s is state)
 
     async def reached(self, state: SessionState, timeout_s: float = 20.0) -> float:
         """Wait until the session went through ``state`` (or is in it); return when it first got there."""

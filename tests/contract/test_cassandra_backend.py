@@ -21,7 +21,7 @@ from barnabas.coordination.backends.cassandra._metastore import prefix_end, rene
 from barnabas.coordination.backends.cassandra._session import Beat, lease_clock, lease_seconds, state_after
 from barnabas.coordination.errors import UnavailableError
 from tests.contract.servers.cassandra import CassandraServer
-from tests.contract.support import eventually
+from tests.contract.support import StateLog, eventually
 
 # -- pure parts (no server) ----------------------------------------------------------------
 
@@ -126,16 +126,14 @@ def test_a_renewal_answered_late_is_trusted_only_from_its_sending(cassandra_serv
 
         try:
             session = await metastore.open_session(3.0)
-            changes: list[tuple[float, SessionState]] = []
-            session.add_state_listener(lambda state: changes.append((time.monotonic(), state)))
+            log = StateLog(session)
             metastore.renew_lease = late_then_unanswered  # type: ignore[method-assign]
             await asyncio.wait_for(answered_late.wait(), 10)
             await eventually(lambda: session.state is SessionState.LOST, "LOST", 10)
-            after = [(at, state) for at, state in changes if at >= answered_at]
-            doubted = next(at for at, state in after if state is SessionState.SUSPENDED)
+            doubted = log.first_after(answered_at, SessionState.SUSPENDED)
             may_be_gone = sent_at + session.ttl_s - 1
             assert doubted <= may_be_gone + 0.05, f"CONNECTED {doubted - may_be_gone:.2f} s after the rows may be gone"
-            lost = next(at for at, state in after if state is SessionState.LOST)
+            lost = log.first_after(answered_at, SessionState.LOST)
             assert lost >= answered_at + session.ttl_s - 0.05, f"LOST {answered_at + session.ttl_s - lost:.2f} s early"
         finally:
             await metastore.close()

@@ -316,15 +316,13 @@ def test_a_renewal_answered_late_is_trusted_only_from_its_sending(postgres_serve
 
         try:
             session = await m.open_session(3.0)
-            changes: list[tuple[float, SessionState]] = []
-            session.add_state_listener(lambda state: changes.append((time.monotonic(), state)))
+            log = StateLog(session)
             m._renew_session = late_then_unanswered  # type: ignore[method-assign]
             await asyncio.wait_for(answered_late.wait(), 10)
             await eventually(lambda: session.state is SessionState.LOST, "LOST", 10)
-            after = [(at, state) for at, state in changes if at >= answered_at]
-            doubted = next(at for at, state in after if state is SessionState.SUSPENDED)
+            doubted = log.first_after(answered_at, SessionState.SUSPENDED)
             assert doubted <= server_expiry, f"CONNECTED {doubted - server_expiry:.2f} s past the server's expiry"
-            lost = next(at for at, state in after if state is SessionState.LOST)
+            lost = log.first_after(answered_at, SessionState.LOST)
             assert lost >= answered_at + session.ttl_s - 0.05, f"LOST {answered_at + session.ttl_s - lost:.2f} s early"
         finally:
             await m.close()
