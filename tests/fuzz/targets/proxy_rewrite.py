@@ -1,8 +1,8 @@
 """The proxy's answers rewritten: a broker's response decoded, rewritten to name proxy nodes, re-encoded.
 
 Input: one byte picks the API (Produce, Fetch, Metadata, FindCoordinator, ListPartitionReassignments,
-DescribeCluster: every API whose answers the proxy rewrites), one byte the version among those the
-proxy understands, then the response frame as a broker sends it (after the size prefix). Each goes
+DescribeCluster, DescribeTopicPartitions: every API whose answers the proxy rewrites), one byte the version
+among those the proxy understands, then the response frame as a broker sends it (after the size prefix). Each goes
 the proxy's way: ``fetch_response_names_nodes`` and ``find_fetch_entries`` first for a Fetch (they
 never raise), then
 ``decode_response`` (documented: RemoteProtocolError), ``ClusterView.apply`` for a Metadata answer,
@@ -27,6 +27,7 @@ from barnabas.proxy.cluster_view import ClusterView
 from barnabas.proxy.links import BrokerLinks
 from barnabas.proxy.rewrite import (
     rewrite_describe_cluster,
+    rewrite_describe_topic_partitions,
     rewrite_fetch,
     rewrite_find_coordinator,
     rewrite_list_partition_reassignments,
@@ -38,7 +39,11 @@ from tests.fuzz.harness import Target, attempt
 from tests.unit.proxy.wire import BROKERS, PROXY_IDS, cluster_view, proxy_nodes
 
 PRODUCE, FETCH, METADATA, FIND_COORDINATOR, LIST_PARTITION_REASSIGNMENTS, DESCRIBE_CLUSTER = 0, 1, 3, 10, 46, 60
+DESCRIBE_TOPIC_PARTITIONS = 75
+#: Picked by the first byte modulo their number; new ones go last, so the written seeds (first bytes 0 to
+#: one less than the APIs then) keep their API.
 APIS = (PRODUCE, FETCH, METADATA, FIND_COORDINATOR, LIST_PARTITION_REASSIGNMENTS, DESCRIBE_CLUSTER)
+APIS += (DESCRIBE_TOPIC_PARTITIONS,)
 
 _VIEW = cluster_view()
 _NODES = proxy_nodes()
@@ -64,6 +69,8 @@ def _rewrite(api_key: int, version: int, response: Any) -> Any:
         return rewrite_find_coordinator(response, version, _VIEW, _NODES, key_type=0, keys=["group"])
     if api_key == LIST_PARTITION_REASSIGNMENTS:
         return rewrite_list_partition_reassignments(response, version, _VIEW, _NODES)
+    if api_key == DESCRIBE_TOPIC_PARTITIONS:
+        return rewrite_describe_topic_partitions(response, version, _VIEW, _NODES)
     return rewrite_describe_cluster(response, version, _VIEW, _NODES)
 
 
@@ -75,6 +82,14 @@ def _named_nodes(api_key: int, response: Any) -> set[int]:
         return named
     if api_key == DESCRIBE_CLUSTER:
         return {int(b.broker_id) for b in response.brokers}
+    if api_key == DESCRIBE_TOPIC_PARTITIONS:
+        return {
+            int(node)
+            for t in response.topics
+            for p in t.partitions
+            for node in (p.leader_id, *p.replica_nodes, *p.isr_nodes, *(p.eligible_leader_replicas or ()),
+                         *(p.last_known_elr or ()), *p.offline_replicas)
+        }  # fmt: skip
     if api_key in (PRODUCE, FETCH):
         return {int(n.node_id) for n in getattr(response, "node_endpoints", ())}
     return set()
