@@ -31,7 +31,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from barnabas.coordination import (
     CoordinationError,
@@ -164,6 +164,8 @@ class Controller:
         #: at rest runs none).
         self.rounds = 0
         self.passes = 0
+        #: Partitions its passes decided (for tests: a change costs its own topic's partitions).
+        self.decided = 0
 
     def poke(self) -> None:
         """Something may have changed: re-check every partition soon."""
@@ -199,24 +201,45 @@ class Controller:
                 await self._election.resign(fence)
 
     async def _serve(self, fence: Fence, session: Session) -> None:
-        passed_on: tuple[int, int] | None = None  # the view the last complete pass started from
+        """Pass over the partitions whenever something may need deciding.
+
+        A pass decides the topics whose document or partition states changed since a pass last took
+        them up (each topic's generation in the store's cache): a leader's ISR change, every one a
+        watch event, cost a pass over every partition (92-165 ms at 10,000). Every partition is
+        decided again when the live brokers moved, a whole reload replaced the topics, something
+        comes due with time alone (a missing state's grace, a rebalance), or a pass failed.
+        """
+        passed_on: tuple[int, int] | None = None  # the view the last complete full pass started from
+        seen: dict[str, tuple[int, int]] = {}  # each topic's generation when a pass last took it up
+        topics = self._topics
         while session.state is not SessionState.LOST and self.fence is fence:
             self.rounds += 1
             poked = self._wake.is_set()
             self._wake.clear()
-            view = (self._topics.generation, self._brokers.generation)
-            if session.state is SessionState.CONNECTED and (poked or view != passed_on or self._time_bound()):
+            view = (topics.loads_done, self._brokers.generation)
+            full = view != passed_on or self._time_bound()
+            changed: list[str] | None = None
+            if not full:
+                changed = [name for name in topics.topics if topics.topic_generation(name) != seen.get(name)]
+                changed += [name for name in seen if name not in topics.topics]
+            if session.state is SessionState.CONNECTED and (full or poked or changed):
                 self.passes += 1
+                taken = {name: topics.topic_generation(name) for name in (topics.topics if full else changed or ())}
                 try:
-                    await self.reconcile(fence)
+                    await self.reconcile(fence, changed)
                 except FencedError:
                     raise
                 except CoordinationError as exc:
                     log.warning("controller could not update partition states (%s); retrying", exc)
+                    passed_on = None
                     self._wake.set()
                     await asyncio.sleep(RETRY_S)
                     continue
-                passed_on = view
+                if full:
+                    passed_on, seen = view, {}
+                for name in changed or ():
+                    seen.pop(name, None)
+                seen.update((name, generation) for name, generation in taken.items() if name in topics.topics)
             until_rebalance = self._next_rebalance - time.monotonic()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(min(RECHECK_S, until_rebalance), 0.0)):
@@ -226,22 +249,24 @@ class Controller:
         """Whether the next pass has work that comes due with time alone (missing states, a rebalance)."""
         return bool(self._missing_since) or (self._rebalance is not None and time.monotonic() >= self._next_rebalance)
 
-    async def reconcile(self, fence: Fence) -> int:
-        """One pass: leaders for every partition, finished reassignments, due rebalancing.
+    async def reconcile(self, fence: Fence, topics: Collection[str] | None = None) -> int:
+        """One pass: leaders for every partition (of ``topics`` when given), finished reassignments, due
+        rebalancing.
 
         Returns how many partition states it changed.
         """
         async with self._lock:
-            changed = await self._write_missing_states(fence)
-            changed += await self._elect_where_needed(fence)
+            changed = await self._write_missing_states(fence, topics)
+            changed += await self._elect_where_needed(fence, topics)
             changed += await self._complete_reassignments(fence)
             if self._rebalance is not None and time.monotonic() >= self._next_rebalance:
                 self._next_rebalance = time.monotonic() + self._rebalance.interval_s
                 changed += await self._rebalance_leaders(fence, self._rebalance.threshold_percent)
         return changed
 
-    async def _elect_where_needed(self, fence: Fence) -> int:
-        """Move every partition that needs it, in few commits (a failed broker's hundreds of partitions at once)."""
+    async def _elect_where_needed(self, fence: Fence, topics: Collection[str] | None) -> int:
+        """Move every partition (of ``topics`` when given) that needs it, in few commits (a failed broker's
+        hundreds of partitions at once)."""
         live = dict(self._brokers.live)
         wanted: dict[TopicPartition, tuple[PartitionState, int]] = {}
         before: dict[TopicPartition, PartitionState] = {}
@@ -249,7 +274,8 @@ class Controller:
         # version when its turn comes (never a copy from before a yield: the compare-and-set on
         # that version must guard the state the decision was made on).
         slices = TimeSlices()
-        for name, partition in list(self._topics.states):
+        for name, partition in self._partitions_of(topics):
+            self.decided += 1
             if slices.due():
                 await asyncio.sleep(0)
             state = self._topics.states.get((name, partition))
@@ -277,11 +303,19 @@ class Controller:
             log.info("%s: %s for %s", name, what, describe_partitions(epochs))
         return len(written)
 
-    async def _write_missing_states(self, fence: Fence) -> int:
-        """Write a first state for partitions whose creator stopped before writing it."""
+    def _partitions_of(self, topics: Collection[str] | None) -> list[TopicPartition]:
+        """The partitions with a state, of ``topics`` when given."""
+        if topics is None:
+            return list(self._topics.states)
+        stored, states = self._topics.topics, self._topics.states
+        return [(n, p) for n in topics if n in stored for p in stored[n].assignment if (n, p) in states]
+
+    async def _write_missing_states(self, fence: Fence, topics: Collection[str] | None) -> int:
+        """Write a first state for partitions (of ``topics`` when given) whose creator stopped before writing it."""
         now = time.monotonic()
-        missing = self._topics.missing_states()
-        self._missing_since = {(t.name, p): self._missing_since.get((t.name, p), now) for t, p in missing}
+        missing = self._topics.missing_states(topics)
+        kept = {} if topics is None else {tp: at for tp, at in self._missing_since.items() if tp[0] not in topics}
+        self._missing_since = kept | {(t.name, p): self._missing_since.get((t.name, p), now) for t, p in missing}
         due: dict[str, tuple[Topic, list[int]]] = {}
         for topic, partition in missing:
             if now - self._missing_since[(topic.name, partition)] >= MISSING_STATE_GRACE_S:

@@ -37,7 +37,7 @@ import contextlib
 import dataclasses
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from barnabas.coordination import Check, Delete, Fence, KeyExistsError, Put, Storage, VersionConflictError, Versioned
@@ -594,15 +594,17 @@ class TopicStore:
             if topic.name in self.topics and self.topics[topic.name].topic_id == topic.topic_id:
                 self._remember_state((topic.name, partition), state, versions[keys[partition]])
 
-    def missing_states(self) -> list[tuple[Topic, int]]:
-        """Partitions of cached topics that have no state of their topic (a creator that crashed).
+    def missing_states(self, only: Collection[str] | None = None) -> list[tuple[Topic, int]]:
+        """Partitions of cached topics (those named in ``only``, when given) that have no state of their
+        topic (a creator that crashed).
 
         A partition whose stored state does not read is not missing: what it held is unknown, and
         a fresh state (leader epoch 0) written over it could take leadership back in time.
         """
+        topics = self.topics.values() if only is None else [self.topics[n] for n in only if n in self.topics]
         return [
             (topic, partition)
-            for topic in self.topics.values()
+            for topic in topics
             for partition in topic.assignment
             if (topic.name, partition) not in self.states
             and _partition_key(topic.name, partition) not in self.unreadable
