@@ -364,12 +364,14 @@ def _wait_for(
 
 
 #: Answers to a watermark query that a leader change explains; librdkafka returns them instead of retrying.
-#: OFFSET_NOT_AVAILABLE: a new leader whose high watermark has not caught up with its epoch's start (KIP-207).
+#: OFFSET_NOT_AVAILABLE: a new leader whose high watermark has not caught up with its epoch's start (KIP-207);
+#: _UNKNOWN_PARTITION: librdkafka's own word for a partition it found no leader of in its metadata in time.
 _LEADER_MOVING = {
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.UNKNOWN_TOPIC_OR_PART,
     KafkaError.OFFSET_NOT_AVAILABLE,
+    KafkaError._UNKNOWN_PARTITION,
     KafkaError._TRANSPORT,
     KafkaError._TIMED_OUT,
 }
