@@ -168,7 +168,7 @@ class Controller:
         self.decided = 0
 
     def poke(self) -> None:
-        """Something may have changed: re-check every partition soon."""
+        """Something may have changed: decide soon what did (see :meth:`_serve`)."""
         self._wake.set()
 
     async def run(self, session: Session) -> None:
