@@ -66,16 +66,22 @@ class SessionBase:
             except Exception:
                 log.exception("session state listener failed")
 
-    def _set_leased_state(self, state: SessionState, holds_until: float) -> None:
-        """Move to ``state``; while CONNECTED, become SUSPENDED at ``holds_until`` (``time.monotonic``)
-        unless set again before: a lease whose renewals go unanswered must not be trusted past its end.
+    def _begin_lease(self, lease: LeaseClock, sent: float, answered: float) -> None:
+        """Take up the lease the open statement (sent and answered then) started: CONNECTED, or SUSPENDED
+        if it was answered so late that the lease may have ended already (the first renewal decides)."""
+        lease.started(sent, answered)
+        self._set_leased_state(lease.state(time.monotonic(), answered=True), lease)
+
+    def _set_leased_state(self, state: SessionState, lease: LeaseClock) -> None:
+        """Move to ``state``; while CONNECTED, become SUSPENDED once ``lease`` may have ended unless set
+        again before: a lease whose renewals go unanswered must not be trusted past its end.
         """
         if self._doubt is not None:
             self._doubt.cancel()
             self._doubt = None
         self._set_state(state)
         if self._state is SessionState.CONNECTED:
-            delay = max(0.0, holds_until - time.monotonic())
+            delay = max(0.0, lease.holds_until - time.monotonic())
             self._doubt = asyncio.get_running_loop().call_later(delay, self._set_state, SessionState.SUSPENDED)
 
 

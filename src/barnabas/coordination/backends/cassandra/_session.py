@@ -101,14 +101,12 @@ class CassandraSession(SessionBase):
         self.lease_s = lease_s
         self._leases = leases
         self._lease = lease_clock(lease_s)
-        self._lease.started(sent, answered)
+        self._begin_lease(self._lease, sent, answered)  # SUSPENDED if answered late: the first renewal is at once
         self._closing = False
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        # Opened so late that the row may be gone: SUSPENDED until the first renewal (made at once).
-        self._set_leased_state(self._lease.state(time.monotonic(), answered=True), self._lease.holds_until)
         self._task = asyncio.get_running_loop().create_task(self._keepalive(), name=f"cassandra-session-{self.id}")
 
     @property
@@ -141,7 +139,7 @@ class CassandraSession(SessionBase):
             if state is SessionState.LOST:
                 await self._lost()
                 return
-            self._set_leased_state(state, self._lease.holds_until)
+            self._set_leased_state(state, self._lease)
             pause = self.interval_s if state is SessionState.CONNECTED else min(RETRY_INTERVAL_S, self.interval_s)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(0.0, began + pause - time.monotonic())):

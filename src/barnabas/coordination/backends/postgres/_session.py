@@ -81,8 +81,7 @@ class PostgresSession(SessionBase):
         super().__init__(session_id, ttl_s)
         self._owner = owner
         self._lease = LeaseClock(ttl_s)
-        self._lease.started(sent, answered)
-        self._set_leased_state(self._lease.state(time.monotonic(), answered=True), self._lease.holds_until)
+        self._begin_lease(self._lease, sent, answered)
         self._keepalive = asyncio.get_running_loop().create_task(
             self._keep_alive(), name=f"postgres session {session_id} keepalive"
         )
@@ -113,7 +112,7 @@ class PostgresSession(SessionBase):
             if sent is not None:
                 self._lease.started(sent, now)
             state = session_state(renewal, self._lease, now)
-            self._set_leased_state(state, self._lease.holds_until)
+            self._set_leased_state(state, self._lease)
             next_at = started + self.interval_s if state is SessionState.CONNECTED else now + RETRY_S
         with contextlib.suppress(CoordinationError):
             await self._owner._end_session(self.id, self.ttl_s)
