@@ -122,10 +122,7 @@ def handle(state: PartitionNeeds, request: Request) -> bytes:
                 )
                 timestamp = requested.timestamp
                 found: tuple[int, int] | None
-                if timestamp == LATEST and lagging:
-                    found = None
-                    fields["error_code"] = ErrorCode.offset_not_available
-                elif timestamp == LATEST:
+                if timestamp == LATEST:
                     found = (partition_log.high_watermark, -1)
                 elif timestamp in (EARLIEST, EARLIEST_LOCAL):
                     found = (partition_log.log_start_offset, -1)
@@ -136,7 +133,12 @@ def handle(state: PartitionNeeds, request: Request) -> bytes:
                     fields["error_code"] = ErrorCode.invalid_request
                 else:
                     found = _first_record_at_or_after(partition_log, timestamp)
-                if found is None and lagging and (timestamp >= 0 or timestamp == MAX_TIMESTAMP):
+                # Lagging, the latest offset and a lookup finding nothing below the high watermark are not
+                # given (earliest offsets are, and a bad special timestamp keeps its own error).
+                if lagging and (
+                    timestamp == LATEST or (found is None and (timestamp >= 0 or timestamp == MAX_TIMESTAMP))
+                ):
+                    found = None
                     fields["error_code"] = ErrorCode.offset_not_available
                 if found is not None:
                     fields.update(offset=found[0], timestamp=found[1], leader_epoch=partition_state.leader_epoch)
