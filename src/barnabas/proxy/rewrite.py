@@ -226,6 +226,7 @@ def rewrite_describe_topic_partitions(response: Any, version: int, view: Cluster
 
 
 def _placed(brokers: tuple[int, ...] | None, placed: dict[int, int]) -> tuple[int, ...] | None:
+    """Each of ``brokers`` as the proxy node in its place (``placed``), those without one left out; null stays null."""
     return None if brokers is None else tuple(placed[b] for b in brokers if b in placed)
 
 
@@ -246,8 +247,8 @@ def rewrite_list_partition_reassignments(response: Any, version: int, view: Clus
                 dataclasses.replace(
                     p,
                     replicas=tuple(placed.values()),
-                    adding_replicas=tuple(placed[b] for b in p.adding_replicas if b in placed),
-                    removing_replicas=tuple(placed[b] for b in p.removing_replicas if b in placed),
+                    adding_replicas=_placed(p.adding_replicas, placed),
+                    removing_replicas=_placed(p.removing_replicas, placed),
                 )
             )
         topics.append(dataclasses.replace(topic, partitions=tuple(partitions)))
