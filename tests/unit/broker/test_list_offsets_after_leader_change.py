@@ -15,24 +15,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 from kio.schema.create_topics.v7.request import CreatableReplicaAssignment, CreatableTopic
 
 from barnabas.cluster.brokers import BrokerInfo
 from barnabas.protocol import ErrorCode
 from tests.support.requests import CREATE_TOPICS, batch
-from tests.unit.broker.in_memory import InMemoryBroker, in_memory_broker
+from tests.unit.broker.in_memory import InMemoryBroker, in_memory_broker, until
 from tests.unit.broker.test_handlers import LATEST, create_topics_request, list_offset, produce
 
 OTHER = 7
-
-
-async def until(condition: Any, what: str, timeout_s: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, f"not within {timeout_s} s: {what}"
-        await asyncio.sleep(0.01)
 
 
 async def scenario(broker: InMemoryBroker) -> None:
@@ -60,7 +52,7 @@ async def scenario(broker: InMemoryBroker) -> None:
     version = topics.state_version("moved", 0)
     assert version is not None
     await topics.update_state("moved", 0, dataclasses.replace(state, leader_epoch=state.leader_epoch + 1), version)
-    await until(lambda: leader.leader_epoch == state.leader_epoch + 1, "the new epoch led")
+    await until(lambda: leader.leader_epoch == state.leader_epoch + 1, "the new epoch led", 10)
     assert leader.epoch_start_offset == 3 and leader.log.high_watermark == 0
     lagging = await list_offset(broker, "moved", LATEST)
     assert (lagging.error_code, lagging.offset) == (ErrorCode.offset_not_available, -1)
@@ -70,7 +62,7 @@ async def scenario(broker: InMemoryBroker) -> None:
     version = topics.state_version("moved", 0)
     assert version is not None
     await topics.update_state("moved", 0, state.with_isr((me,), {}), version)  # the follower leaves the ISR
-    await until(lambda: leader.log.high_watermark == 3, "the high watermark past the epoch's start")
+    await until(lambda: leader.log.high_watermark == 3, "the high watermark past the epoch's start", 10)
     caught_up = await list_offset(broker, "moved", LATEST)
     assert (caught_up.error_code, caught_up.offset) == (ErrorCode.none, 3)
     assert (await list_offset(broker, "moved", 0)).offset == 0

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
@@ -20,7 +19,7 @@ from typing import TypeVar
 from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
 
 from tests.support.requests import timeout_ms
-from tests.unit.broker.in_memory import InMemoryBroker, in_memory_broker
+from tests.unit.broker.in_memory import InMemoryBroker, in_memory_broker, until
 
 T = TypeVar("T")
 CREATE_PARTITIONS = 37
@@ -103,13 +102,6 @@ def run_watched(tmp_path: Path, scenario: Callable[[InMemoryBroker], Awaitable[T
             return await scenario(broker)
 
     return asyncio.run(asyncio.wait_for(main(), 60))
-
-
-async def until(condition: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
-        await asyncio.sleep(0.01)
 
 
 def caught_up(broker: InMemoryBroker) -> bool:
