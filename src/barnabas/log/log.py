@@ -216,6 +216,8 @@ class PartitionLog:
         self._scheduler: LogScheduler | None = None
         #: Rolled segments' syncs under way: the future, the recovery point once done, the truncation count then.
         self._syncs: deque[tuple[Future[None], int, int]] = deque()
+        #: Told when this log comes to need a maintenance tick (:meth:`attach_tending`).
+        self._wants_tending: Callable[[], None] | None = None
         #: Bumped by every truncation: a sync started before one no longer proves anything.
         self._truncations = 0
         #: What recovery found, for logging and tests.
@@ -412,6 +414,15 @@ class PartitionLog:
         LogDirFailureChannel): the broker must not go on leading partitions on a disk it cannot write."""
         self._report_write_failure = report
 
+    def attach_tending(self, wants_tending: Callable[[], None] | None) -> None:
+        """Call ``wants_tending()`` whenever this log comes to need tending (:attr:`needs_tending`):
+        the log manager's tick then visits the few logs that do, not every log it holds."""
+        self._wants_tending = wants_tending
+
+    def _needs_tending_now(self) -> None:
+        if self._wants_tending is not None:
+            self._wants_tending()
+
     def _write_failed(self, error: BaseException) -> None:
         if isinstance(error, OSError) and self._report_write_failure is not None:
             self._report_write_failure(self.directory, error)
@@ -430,6 +441,7 @@ class PartitionLog:
             self._created_unsynced = False
             if (future := run_soon(scheduler, self._created_files_sync().run)) is not None:
                 self._syncs.append((future, self._recovery_point, self._truncations))  # settled as a roll's
+                self._needs_tending_now()
 
     def _created_files_sync(self) -> SegmentSync:
         return SegmentSync([], [self.directory / PARTITION_METADATA], self.directory, with_parent=True)
@@ -534,6 +546,7 @@ class PartitionLog:
         self._next_offset = header.next_offset
         pending = PendingAppend(result, landed, header, segment, position)
         self._inflight.append(pending)
+        self._needs_tending_now()
         return pending
 
     def complete_appends(self, now_ms: int) -> None:
@@ -697,6 +710,7 @@ class PartitionLog:
             self._recovery_point = max(self._recovery_point, base_offset)
         else:
             self._syncs.append((future, base_offset, self._truncations))
+            self._needs_tending_now()
         logger.info("rolled log %s to a new segment at offset %d", self.directory, base_offset)
         return segment
 
@@ -925,6 +939,7 @@ class PartitionLog:
     def _delete_segments(self, base_offsets: list[int], now_ms: int) -> None:
         self._structure_version += 1
         self._local.delete_segments(base_offsets, now_ms, self._config.file_delete_delay_ms)
+        self._needs_tending_now()
         first = self._local.segments[0].base_offset
         if first > self._log_start_offset:
             self._log_start_offset = first
@@ -1007,6 +1022,7 @@ class PartitionLog:
         where = self._local.replaced_range(new_segments, old_segments)
         self._structure_version += 1
         self._local.replace_segments(new_segments, old_segments, where, now_ms, self._config.file_delete_delay_ms)
+        self._needs_tending_now()
 
     def _batch_boundary_at_or_below(self, offset: int) -> int:
         found = self._local.segments[self._local.floor_index(offset)].translate_offset(offset)

@@ -389,6 +389,49 @@ def test_deleted_files_go_between_retention_checks(dirs: list[Path], managers: l
     assert not expiring.needs_tending
 
 
+def test_a_tick_with_no_duty_due_visits_only_the_logs_that_need_tending(
+    dirs: list[Path], managers: list[LogManager]
+) -> None:
+    """Each visit asks ``step_done`` once: an idle tick asks it of no log, not of all 31."""
+    schedule = MaintenanceSchedule(
+        retention_check_interval_ms=300_000,
+        flush_check_interval_ms=1_000_000,
+        producer_expiration_check_interval_ms=1_000_000,
+        initial_task_delay_ms=0,
+    )
+    manager = start(managers, dirs, schedule=schedule)
+    idle = [manager.create("idle", partition, None, LogConfig(), T0) for partition in range(30)]
+    expiring_log(manager, 0, file_delete_delay_ms=60_000)
+
+    def visits(now_ms: int) -> int:
+        asked = 0
+
+        def step_done() -> bool:
+            nonlocal asked
+            asked += 1
+            return False
+
+        for _ in manager.maintenance(now_ms, step_done=step_done):
+            pass
+        return asked
+
+    manager.wait_for_syncs()  # the new logs' files and the roll are synced on the scheduler's thread
+    assert visits(T0) == 31, "retention is due at the first tick: every log"
+    assert visits(T0 + 1_000) == 0
+    assert visits(T0 + 300_000) == 31, "retention again: every log (it deletes the expired segment)"
+    assert visits(T0 + 300_001) == 1, "the deleted segment's files wait for file.delete.delay.ms"
+    assert visits(T0 + 360_000) == 1, "and go now"
+    manager.wait_for_syncs()
+    visits(T0 + 360_001)  # settles the removal and the retention roll's sync, which may have finished only now
+    assert visits(T0 + 360_002) == 0
+    idle[3].append_as_leader(make_batch(2, timestamp=T0), 0, T0 + 360_002)
+    idle[3].roll(T0 + 360_002)
+    assert visits(T0 + 360_003) >= 1, "a roll's segment sync is settled by a tick"
+    manager.wait_for_syncs()
+    visits(T0 + 360_004)
+    assert visits(T0 + 360_005) == 0
+
+
 def test_maintenance_yields_between_steps_and_passes_over_logs_deleted_meanwhile(
     dirs: list[Path], managers: list[LogManager]
 ) -> None:
@@ -489,6 +532,23 @@ def test_high_watermarks_are_checkpointed_by_maintain_when_due(dirs: list[Path],
     manager.maintain(T0 + 10_000)
     manager.wait_for_syncs()
     assert path.read_text() == "0\n1\nt 0 4\n"
+
+
+def test_unchanged_high_watermarks_are_not_written_again(dirs: list[Path], managers: list[LogManager]) -> None:
+    """The file is replaced (a new inode) only when a high watermark moved since the last write."""
+    manager = start(managers, dirs)
+    log = _replicated(manager, 0, 5, 1)
+    path = dirs[0] / "replication-offset-checkpoint"
+    manager.maintain(T0 + 5_000)
+    manager.wait_for_syncs()
+    written = path.stat().st_ino
+    manager.maintain(T0 + 10_000)
+    manager.wait_for_syncs()
+    assert path.stat().st_ino == written, "nothing moved: not rewritten"
+    log.high_watermark = 3
+    manager.maintain(T0 + 15_000)
+    manager.wait_for_syncs()
+    assert path.stat().st_ino != written and path.read_text() == "0\n1\nt 0 3\n"
 
 
 def test_the_high_watermark_interval_is_configurable(dirs: list[Path], managers: list[LogManager]) -> None:

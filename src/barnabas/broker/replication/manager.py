@@ -403,11 +403,10 @@ class ReplicaManager:
                     await self._isr_wake.wait()
             self._isr_wake.clear()
             live = self.state.brokers.epochs()
+            now_ms = self.state.monotonic_ms()
             for tp, leader in list(self.leaders.items()):
                 if leader.resigned:
                     continue
-                # Read for each partition: a write before it may have waited seconds on an unreachable store.
-                now_ms = self.state.monotonic_ms()
                 joining = leader.wants_to_join(live, now_ms, lag_ms)
                 lagging = leader.lagging(now_ms, lag_ms)
                 if not joining and not lagging:
@@ -425,6 +424,9 @@ class ReplicaManager:
                     await self._write_isr(tp, leader, isr, joining)
                 except CoordinationError as exc:
                     log.warning("%s-%d: ISR change to %s not written (%s); will retry", *tp, list(isr), exc)
+                # Read again after a write, which may have waited seconds on an unreachable store (read
+                # once a pass otherwise: the pass over every leader runs every few seconds).
+                now_ms = self.state.monotonic_ms()
 
     def _depose(self, tp: TopicPartition, lag_ms: int) -> None:
         """Lead nothing and list this broker as not live until it registers again (NodeState.deposed).
