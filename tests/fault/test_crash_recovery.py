@@ -27,6 +27,7 @@ from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsets
 
 from barnabas.protocol import iter_batch_headers
 from tests.support.broker_process import BrokerProcess
+from tests.support.polling import wait_until
 from tests.support.raw_client import RawKafkaClient
 
 pytestmark = pytest.mark.timeout(180)
@@ -40,14 +41,6 @@ SEGMENT_0 = f"{0:020d}"
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)  # polling the condition, not standing in for it
 
 
 def create_topic(broker: BrokerProcess, name: str, partitions: int, **config: str) -> None:

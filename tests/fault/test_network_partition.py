@@ -59,9 +59,16 @@ class NetworkedCluster(BrokerCluster):
         self.network = network
         self.nodes = [network.add(f"broker-{i}") for i in range(3)]
         # Leadership stays where the faults put it: a rebalance moving it between choosing a victim and
-        # partitioning the network would make the wrong broker the victim.
+        # partitioning the network would make the wrong broker the victim. A follower gives up on a fetch
+        # after 5 s, not Kafka's 30: on the lossy network TCP's retransmission backoff held a fetch or its
+        # answer for the full 30 s, its partitions below min.insync.replicas all that time, and 120 s
+        # under loss once acknowledged only 50 records (held for 150 s: the longest pause in acknowledgements
+        # 51.6 s with 30 s, 19.9 s with 5 s).
         super().__init__(
-            base, 3, coordination_url, {"min.insync.replicas": "2", "auto.leader.rebalance.enable": "false"}
+            base,
+            3,
+            coordination_url,
+            {"min.insync.replicas": "2", "auto.leader.rebalance.enable": "false", "replica.socket.timeout.ms": "5000"},
         )
 
     def make_broker(self, data_dir: Path, broker_id: int, properties: Mapping[str, str]) -> BrokerProcess:

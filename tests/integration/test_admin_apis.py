@@ -27,6 +27,7 @@ from confluent_kafka.admin import (
 )
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.polling import wait_until
 
 TIMEOUT = 30
 
@@ -79,14 +80,6 @@ def consume_all(bootstrap: str, topic: str, partition: int, start: int, expected
     finally:
         consumer.close()
     return messages
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = TIMEOUT, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def list_offset(admin: AdminClient, topic: str, spec: OffsetSpec, partition: int = 0) -> tuple[int, int]:
@@ -196,7 +189,7 @@ def test_create_partitions(admin: AdminClient) -> None:
     name = unique("grow")
     create(admin, name, partitions=1)
     admin.create_partitions([NewPartitions(name, 3)])[name].result(TIMEOUT)
-    wait_for(lambda: len(admin.list_topics(topic=name, timeout=TIMEOUT).topics[name].partitions) == 3)
+    wait_until(lambda: len(admin.list_topics(topic=name, timeout=TIMEOUT).topics[name].partitions) == 3, "3 partitions")
     with pytest.raises(KafkaException) as caught:
         admin.create_partitions([NewPartitions(name, 2)])[name].result(TIMEOUT)
     assert caught.value.args[0].code() == KafkaError.INVALID_PARTITIONS
@@ -209,7 +202,7 @@ def test_metadata_follows_a_topic_deleted_and_created_again(admin: AdminClient) 
     before = admin.list_topics(topic=name, timeout=TIMEOUT).topics[name]
     assert len(before.partitions) == 2
     admin.delete_topics([name])[name].result(TIMEOUT)
-    wait_for(lambda: name not in admin.list_topics(timeout=TIMEOUT).topics, what=f"{name} deleted")
+    wait_until(lambda: name not in admin.list_topics(timeout=TIMEOUT).topics, f"{name} deleted")
     create(admin, name, partitions=4)
     after = admin.list_topics(topic=name, timeout=TIMEOUT).topics[name]
     assert sorted(after.partitions) == [0, 1, 2, 3]
@@ -347,7 +340,7 @@ def test_retention_by_time_advances_log_start(broker_factory: Callable[..., Brok
         incremental_configs=[ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET)],
     )
     admin.incremental_alter_configs([resource])[resource].result(TIMEOUT)
-    wait_for(lambda: list_offset(admin, name, OffsetSpec.earliest())[0] > 0, what="retention to delete segments")
+    wait_until(lambda: list_offset(admin, name, OffsetSpec.earliest())[0] > 0, "retention to delete segments")
     earliest = list_offset(admin, name, OffsetSpec.earliest())[0]
     assert list_offset(admin, name, OffsetSpec.latest())[0] == 250
     messages = consume_all(broker.bootstrap, name, 0, earliest, expected=250 - earliest)

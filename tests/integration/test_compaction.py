@@ -25,6 +25,7 @@ from barnabas.log.files import TopicPartition as LogPartition
 from barnabas.protocol import ErrorCode, NewRecord, build_record_batch
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import BrokerCluster
+from tests.support.polling import wait_until
 from tests.support.requests import connect, list_offsets
 from tests.support.requests import produce as produce_raw
 
@@ -105,14 +106,6 @@ def active_segment_base(broker: BrokerProcess, topic: str) -> int:
     return max(int(p.name.split(".")[0]) for p in directory.glob("*.log"))
 
 
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
 def latest_per_key(records: list[Produced], end_offset: int) -> list[Produced]:
     """What one clean up to ``end_offset`` must leave: below it, only each key's last record."""
     last = {key: offset for offset, key, _ in records if offset < end_offset}
@@ -127,7 +120,7 @@ def test_only_the_latest_value_per_key_remains_in_cleaned_segments(broker: Broke
     end = active_segment_base(broker, topic)
     assert end > 0, "the data did not roll a segment"
 
-    wait_for(lambda: cleaner_checkpoint(broker, topic) == end, "the cleaner to reach the active segment")
+    wait_until(lambda: cleaner_checkpoint(broker, topic) == end, "the cleaner to reach the active segment")
 
     consumed = consume_all(broker, topic)
     assert consumed == latest_per_key(produced, end)
@@ -166,7 +159,7 @@ def test_a_tombstone_outlives_its_first_clean_then_disappears(broker: BrokerProc
     filler = [(f"filler-{i % 7}".encode(), os.urandom(VALUE_BYTES)) for i in range(1200)]  # rolls a segment
     produced = produce(broker, topic, [(b"doomed", b"alive"), (b"doomed", None), *filler])
     tombstone = produced[1][0]
-    wait_for(lambda: (cleaner_checkpoint(broker, topic) or 0) > tombstone, "a clean past the tombstone")
+    wait_until(lambda: (cleaner_checkpoint(broker, topic) or 0) > tombstone, "a clean past the tombstone")
 
     doomed = [(offset, value) for offset, key, value in consume_all(broker, topic) if key == b"doomed"]
     assert doomed == [(tombstone, None)]  # the old value went at once; the tombstone stays for now
@@ -176,7 +169,7 @@ def test_a_tombstone_outlives_its_first_clean_then_disappears(broker: BrokerProc
         produce(broker, topic, [(f"more-{i % 7}".encode(), os.urandom(VALUE_BYTES)) for i in range(1100)])
         return all(key != b"doomed" for _, key, _ in consume_all(broker, topic))
 
-    wait_for(tombstone_gone, "the tombstone to be removed after delete.retention.ms")
+    wait_until(tombstone_gone, "the tombstone to be removed after delete.retention.ms")
 
 
 def test_list_offsets_by_time_looks_past_a_batch_the_cleaner_emptied(broker: BrokerProcess) -> None:
@@ -196,7 +189,7 @@ def test_list_offsets_by_time_looks_past_a_batch_the_cleaner_emptied(broker: Bro
         assert produce_raw(client, topic, 0, kept_empty).error_code == ErrorCode.none
         assert produce_raw(client, topic, 0, newer).error_code == ErrorCode.none
     produce(broker, topic, [(f"filler-{i % 3}".encode(), os.urandom(VALUE_BYTES)) for i in range(1200)])
-    wait_for(lambda: (cleaner_checkpoint(broker, topic) or 0) > 1, "a clean past the first batches")
+    wait_until(lambda: (cleaner_checkpoint(broker, topic) or 0) > 1, "a clean past the first batches")
     assert [(o, v) for o, k, v in consume_all(broker, topic) if k == b"k"] == [(1, b"new")]
 
     with connect(broker) as client:
@@ -233,7 +226,7 @@ def test_a_wiped_follower_replicates_the_compacted_log_across_its_gaps(tmp_path:
         leader = current_leader(cluster, topic)
         produced = produce(leader, topic, [(f"key-{i % 5}".encode(), os.urandom(VALUE_BYTES)) for i in range(3500)])
         end = active_segment_base(leader, topic)
-        wait_for(lambda: cleaner_checkpoint(leader, topic) == end, "the leader to clean up to its active segment")
+        wait_until(lambda: cleaner_checkpoint(leader, topic) == end, "the leader to clean up to its active segment")
 
         # The follower starts over from nothing and fetches the compacted log, gaps and all. Its
         # own cleaner stays off, so what it holds is exactly what it replicated.

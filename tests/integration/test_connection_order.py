@@ -12,13 +12,13 @@ import os
 import socket
 import struct
 import time
-from collections.abc import Callable
 
 import pytest
 from kio.schema.errors import ErrorCode
 
 from barnabas.broker.connection import MAX_PIPELINED
 from tests.support.broker_process import BrokerProcess
+from tests.support.polling import wait_until
 from tests.support.raw_client import RawKafkaClient, encode_request, frame, request_header
 from tests.support.requests import (
     API_VERSIONS,
@@ -45,13 +45,6 @@ def correlation_ids(client: RawKafkaClient, count: int) -> list[int]:
 def unsupported_api_versions(correlation_id: int) -> bytes:
     """An ApiVersions request of a version the broker does not know: answered, in the v0 format."""
     return frame(request_header(API_VERSIONS, 99, correlation_id, "raw-client", flexible=True))
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)  # polling the condition, not waiting for time to pass
 
 
 def runnable_seconds(pid: int) -> float:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from kio.schema.list_partition_reassignments.v0.request import ListPartitionReas
 from tests.integration.test_replication import consume_all, produce
 from tests.support.cluster import BrokerCluster
 from tests.support.interop_tools import JAVA_DIR, JAVA_TOOLS, JavaAdmin, build_tools
+from tests.support.polling import wait_until
 from tests.support.requests import connect, timeout_ms
 
 pytestmark = pytest.mark.timeout(300)
@@ -81,13 +81,6 @@ def create_assigned(cluster: BrokerCluster, name: str, *assignment: list[int]) -
 
 def partition_dirs(cluster: BrokerCluster, broker: int, name: str) -> list[Path]:
     return [p for p in (cluster.base / f"broker-{broker}").rglob(f"{name}-*") if p.is_dir()]
-
-
-def wait_until(condition: object, what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 def test_reassignment_moves_a_partition_and_its_data(java_tools: None, cluster: BrokerCluster) -> None:

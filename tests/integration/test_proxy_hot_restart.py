@@ -27,6 +27,7 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from barnabas.testing import BrokerCluster
 from barnabas.testing.process import free_ports
 from barnabas.testing.proxy import ProxyNode
+from tests.support.polling import wait_until
 from tests.support.raw_client import API_VERSIONS, RawKafkaClient, decode_response, encode_request
 
 pytestmark = pytest.mark.timeout(180)
@@ -57,14 +58,6 @@ def node(cluster: BrokerCluster, tmp_path_factory: pytest.TempPathFactory) -> It
         yield node
     finally:
         node.stop()
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting until {what}")
-        time.sleep(0.02)  # polling the condition
 
 
 def test_a_producer_and_a_consumer_carry_on_through_a_hot_restart(cluster: BrokerCluster, node: ProxyNode) -> None:

@@ -26,6 +26,7 @@ from kio.schema.metadata.v12.request import MetadataRequest
 
 from barnabas.benchmark._connection_probe import rss_kib
 from tests.support.broker_process import BrokerProcess
+from tests.support.polling import wait_until
 from tests.support.raw_client import RawKafkaClient, encode_request
 from tests.support.requests import (
     API_VERSIONS,
@@ -78,14 +79,6 @@ def assert_served(broker: BrokerProcess, source: str = OTHER_HOST) -> None:
 
 def metadata_request() -> MetadataRequest:
     return MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def metrics(broker: BrokerProcess) -> str:

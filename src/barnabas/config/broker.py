@@ -425,6 +425,12 @@ def _check_consistency(config: BrokerConfig) -> None:
         raise ConfigError("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides is set")
     if config["log.segment.bytes"] > INT32_MAX:
         raise ConfigError("log.segment.bytes must fit in an int")
+    # Kafka's KafkaConfig.validateValues: a follower's long poll must not outlast its own request
+    # timeout, nor the time its leader waits before dropping it from the ISR.
+    if config["replica.fetch.wait.max.ms"] > config["replica.socket.timeout.ms"]:
+        raise ConfigError("replica.socket.timeout.ms must be at least replica.fetch.wait.max.ms")
+    if config["replica.fetch.wait.max.ms"] > config["replica.lag.time.max.ms"]:
+        raise ConfigError("replica.fetch.wait.max.ms must not exceed replica.lag.time.max.ms")
 
 
 def hostname_ordinal(hostname: str | None = None) -> int | None:

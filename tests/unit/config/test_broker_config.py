@@ -59,6 +59,8 @@ def test_kafka_defaults_and_synonyms() -> None:
         ({"log.message.timestamp.type": "Now"}, "log.message.timestamp.type"),
         ({"listeners": "127.0.0.1:9092"}, "not of the form NAME://host:port"),
         ({"message.max.bytes": "200000000"}, "must not exceed socket.request.max.bytes"),
+        ({"replica.socket.timeout.ms": "400"}, "replica.socket.timeout.ms must be at least replica.fetch.wait.max.ms"),
+        ({"replica.lag.time.max.ms": "400"}, "replica.fetch.wait.max.ms must not exceed replica.lag.time.max.ms"),
     ],
 )
 def test_invalid_settings_fail_with_one_line(overrides: dict[str, str], message: str) -> None:
