@@ -72,7 +72,13 @@ class WorkloadResult:
             found.append(f"partition {partition}: offsets not strictly increasing")
         seen = [value for _, value in consumed]
         if len(seen) != len(set(seen)):
-            found.append(f"partition {partition}: {len(seen) - len(set(seen))} values consumed twice")
+            # The offsets let a failed run's segment files tell who wrote each copy (which producer epoch).
+            where: dict[int, list[int]] = {}
+            for offset, value in consumed:
+                where.setdefault(value, []).append(offset)
+            twice = [(value, offsets) for value, offsets in where.items() if len(offsets) > 1]
+            examples = ", ".join(f"{value} at offsets {offsets}" for value, offsets in twice[:3])
+            found.append(f"partition {partition}: {len(seen) - len(set(seen))} values consumed twice, e.g. {examples}")
         missing = set(values) - set(seen)
         if missing:
             found.append(f"partition {partition}: {len(missing)} acked values lost, e.g. {sorted(missing)[:5]}")
