@@ -523,7 +523,7 @@ class LogManager:
                 queued.add_done_callback(partial(self._checkpoint_written, path))
 
     def _checkpoint_written(self, path: Path, future: Future[None]) -> None:
-        """A failed write is not what the file holds: the next tick writes it again (if its dir is still online)."""
+        """A failed write is not what the file holds: forget it, so the next due tick writes those contents again."""
         if future.exception() is not None:
             self._checkpointed.pop(path, None)
         _log_checkpoint_failure(self.failures, path, future)
