@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 
@@ -17,3 +18,12 @@ def wait_until(condition: Callable[[], object], what: str, timeout_s: float = 60
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(interval_s)
+
+
+async def until(condition: Callable[[], object], what: str, timeout_s: float = 20.0, interval_s: float = 0.01) -> None:
+    """:func:`wait_until` on an event loop: the loop's own tasks (a broker's, a watch's) run meanwhile."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s} s: {what}")
+        await asyncio.sleep(interval_s)

@@ -9,13 +9,11 @@ slices, read back here) is decoded with kio, the way h11 tests a connection with
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import datetime
 import inspect
 import itertools
-import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +28,7 @@ from barnabas.log import FileSlice
 from barnabas.protocol import decode_request
 from tests.support.raw_client import decode_response, encode_request
 
-__all__ = ["ClosedConnectionError", "InMemoryBroker", "in_memory_broker", "until"]
+__all__ = ["ClosedConnectionError", "InMemoryBroker", "in_memory_broker"]
 
 #: Settings that make a one-broker cluster answer at once (Kafka's own test defaults do the same).
 TEST_SETTINGS = {
@@ -106,11 +104,3 @@ async def in_memory_broker(directory: Path, settings: Mapping[str, str] | None =
         yield InMemoryBroker(broker)
     finally:
         await broker.stop()
-
-
-async def until(condition: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
-    """Wait until ``condition()`` holds (the broker's own tasks run meanwhile), at most ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
-        await asyncio.sleep(0.01)

@@ -20,8 +20,9 @@ from kio.schema.create_topics.v7.request import CreatableReplicaAssignment, Crea
 
 from barnabas.cluster.brokers import BrokerInfo
 from barnabas.protocol import ErrorCode
+from tests.support.polling import until
 from tests.support.requests import CREATE_TOPICS, batch
-from tests.unit.broker.in_memory import InMemoryBroker, in_memory_broker, until
+from tests.unit.broker.in_memory import InMemoryBroker, in_memory_broker
 from tests.unit.broker.test_handlers import LATEST, create_topics_request, list_offset, produce
 
 OTHER = 7

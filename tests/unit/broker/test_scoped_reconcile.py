@@ -18,8 +18,9 @@ from typing import TypeVar
 
 from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
 
+from tests.support.polling import until
 from tests.support.requests import timeout_ms
-from tests.unit.broker.in_memory import InMemoryBroker, in_memory_broker, until
+from tests.unit.broker.in_memory import InMemoryBroker, in_memory_broker
 
 T = TypeVar("T")
 CREATE_PARTITIONS = 37

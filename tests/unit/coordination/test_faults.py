@@ -28,6 +28,7 @@ from barnabas.coordination import (
     open_metastore,
 )
 from barnabas.coordination.testing.faults import FaultyMetastore
+from tests.support.polling import until
 
 DEADLINE_S = 10.0
 
@@ -47,14 +48,6 @@ async def opened(url: str) -> AsyncIterator[tuple[FaultyMetastore, Storage]]:
         faulty.heal()
         await faulty.close()
         await other.close()
-
-
-async def eventually(condition: Callable[[], bool], what: str) -> None:
-    """Wait for ``condition`` (polled), failing after DEADLINE_S."""
-    async with asyncio.timeout(DEADLINE_S):
-        while not condition():
-            await asyncio.sleep(0.01)
-    assert condition(), what
 
 
 async def next_event(watch: AsyncGenerator[WatchEvent, None]) -> WatchEvent:
@@ -213,7 +206,7 @@ def test_open_watches_go_silent_then_resync_after_heal(tmp_path: Path, fault: st
                 assert await next_event(watch) == Changed(frozenset({"w/a"}))
                 getattr(faulty, fault)()
                 await other.put_if_absent("w/b", b"1")
-                await eventually(lambda: faulty.dropped_events >= 1, "the change to be dropped")
+                await until(lambda: faulty.dropped_events >= 1, "the change to be dropped", DEADLINE_S)
                 if fault == "drop_watch_events":
                     assert await faulty.get("w/b") == Versioned(b"1", 1)  # only hints are lost
                 faulty.heal()
@@ -246,14 +239,14 @@ def test_listener_registry_converges_after_heal(tmp_path: Path, fault: str) -> N
             seen: list[Versioned | None] = []
             registry.add_value_listener("cfg", seen.append)
             try:
-                await eventually(lambda: seen == [None], "the initial value")
+                await until(lambda: seen == [None], "the initial value", DEADLINE_S)
                 getattr(faulty, fault)()
                 await other.put_if_absent("cfg", b"1")
                 await other.update_if_exists("cfg", b"2")
-                await eventually(lambda: faulty.dropped_events >= 1, "the hint to be dropped")
+                await until(lambda: faulty.dropped_events >= 1, "the hint to be dropped", DEADLINE_S)
                 assert seen == [None]  # no hint, so no re-read
                 faulty.heal()
-                await eventually(lambda: seen[-1] == Versioned(b"2", 2), "the listener to converge")
+                await until(lambda: seen[-1] == Versioned(b"2", 2), "the listener to converge", DEADLINE_S)
             finally:
                 await registry.close()
 

@@ -13,12 +13,7 @@ from barnabas.groups import partition_for
 from barnabas.proxy.cluster_view import OFFSETS_TOPIC, ClusterView
 from barnabas.proxy.links import BrokerLinks
 from barnabas.proxy.store_follower import StoreFollower
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    async with asyncio.timeout(10):
-        while not condition():
-            await asyncio.sleep(0.01)  # the store's watch is polled; wait for the condition, not for time
+from tests.support.polling import until
 
 
 def run(tmp_path: Path, scenario: Callable[[TopicStore, BrokerRegistry, ClusterView], Awaitable[None]]) -> None:
