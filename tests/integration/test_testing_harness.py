@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import socket
 import subprocess
 import sys
@@ -10,10 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from barnabas.testing import Broker, BrokerCluster, ServerProcess, ServerStartError, line_logged, port_open
-from barnabas.testing.workload import Workload
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -171,21 +168,3 @@ def test_a_cluster_that_does_not_come_up_leaves_no_broker_running(tmp_path: Path
         cluster.start()
     assert cluster.brokers[0].pid is not None, "broker 0 was launched"
     assert not cluster.brokers[0].running and not cluster.brokers[1].running
-
-
-def test_the_workload_names_the_producer_ids_it_wrote_as(tmp_path: Path) -> None:
-    """librdkafka's idempotence lines give the producer id and epoch (duplicates across a bump are the client's)."""
-    broker = Broker(tmp_path / "data").start()
-    try:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        admin.create_topics([NewTopic("queue", 3, 1)])["queue"].result(30)
-        workload = Workload(broker.bootstrap, "queue", 3).start()
-        workload.wait_acked(300)
-        workload.wait_committed(1)
-        result = workload.finish()
-        result.consumed = workload.read_back(broker.bootstrap)
-    finally:
-        broker.stop()
-    assert workload.fatal is None and not result.problems(), result.problems()
-    assert len(result.producer_ids) == 1 and re.fullmatch(r"PID\{Id:\d+,Epoch:0\}", result.producer_ids[0])
-    assert any("Acquired PID" in line for line in workload.producer_log)

@@ -29,8 +29,6 @@ Rules it keeps:
 from __future__ import annotations
 
 import logging
-import re
-import sys
 import threading
 import time
 from collections import defaultdict, deque
@@ -44,29 +42,19 @@ __all__ = ["Workload", "WorkloadResult"]
 
 #: How often the consumer commits its position.
 COMMIT_INTERVAL_S = 0.5
-#: librdkafka's lines naming the producer id and epoch it writes as from then on (GETPID, DRAIN).
-_PRODUCER_ID = re.compile(r"(?:Acquired|bumped epoch to) (PID\{[^}]*\})")
 
 
-def _ring_logger(lines: deque[str], *, note: Callable[[str], None] | None = None, echo: bool = False) -> logging.Logger:
-    """A logger that keeps its records' text in ``lines``, shows each to ``note``, and with ``echo`` writes
-    what is not debug output to stderr too (as librdkafka does without a logger)."""
+def _ring_logger(lines: deque[str]) -> logging.Logger:
+    """A logger that keeps its records' text in ``lines`` and nowhere else."""
 
     class Ring(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            text = record.getMessage()
-            lines.append(f"{record.created:.3f} {text}")
-            if note is not None:
-                note(text)
+            lines.append(f"{record.created:.3f} {record.getMessage()}")
 
     logger = logging.getLogger(f"workload-{id(lines)}")
     logger.propagate = False
     logger.setLevel(logging.DEBUG)
     logger.addHandler(Ring())
-    if echo:
-        stderr = logging.StreamHandler(sys.stderr)
-        stderr.setLevel(logging.INFO)
-        logger.addHandler(stderr)
     return logger
 
 
@@ -111,10 +99,6 @@ class Workload:
         self.fatal: str | None = None
         #: The consumer group the consumer commits to.
         self.group = f"replication-check-{time.monotonic_ns()}"
-        #: The producer client's idempotence debug lines and warnings (the last few thousand), for a run that fails.
-        self.producer_log: deque[str] = deque(maxlen=5000)
-        #: Every producer id and epoch librdkafka took, in order ("PID{Id:0,Epoch:0}").
-        self._producer_ids: list[str] = []
         self._producer = Producer({
             "bootstrap.servers": bootstrap,
             "acks": "all",
@@ -129,10 +113,8 @@ class Workload:
             "retry.backoff.max.ms": 100,
             "topic.metadata.refresh.interval.ms": 1000,
             "error_cb": self._on_error,
-            # Its idempotence lines (a few per leader change): which producer ids and epochs it wrote as.
-            "debug": "eos",
             **self._client,
-        }, logger=_ring_logger(self.producer_log, note=self._note_producer_id, echo=True))  # fmt: skip
+        })  # fmt: skip
         #: The consumer client's own debug lines (the last few thousand), for a run that fails.
         self.consumer_log: deque[str] = deque(maxlen=5000)
         self._consumer = Consumer(
@@ -279,7 +261,6 @@ class Workload:
             result.acked[partition].append(value)
             result.acked_at[partition][offset] = value
         result.failed = list(self._failed)
-        result.producer_ids = list(self._producer_ids)
         for partition, offset, value in list(self._consumed):
             result.consumed[partition].append((offset, value))
         for partition, offset in list(self._commits):
@@ -287,11 +268,6 @@ class Workload:
         result.commit_failures = list(self._commit_failures)
         self.result = result
         return result
-
-    def _note_producer_id(self, text: str) -> None:
-        """Keep the producer id and epoch a librdkafka line says it acquired or bumped to."""
-        if (taken := _PRODUCER_ID.search(text)) is not None:
-            self._producer_ids.append(taken.group(1))
 
     def _on_error(self, error: KafkaError) -> None:
         if error.fatal():  # an idempotent producer that lost sequence sync never delivers again
