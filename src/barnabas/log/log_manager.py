@@ -523,10 +523,12 @@ class LogManager:
                 queued.add_done_callback(partial(self._checkpoint_written, path))
 
     def _checkpoint_written(self, path: Path, future: Future[None]) -> None:
-        """A failed write is not what the file holds: forget it, so the next due tick writes those contents again."""
-        if future.exception() is not None:
+        """A failed write takes its dir offline, and is not what the file holds: forget it, so the next
+        due tick writes those contents again."""
+        if (error := future.exception()) is not None:
             self._checkpointed.pop(path, None)
-        _log_checkpoint_failure(self.failures, path, future)
+            logger.error("writing %s failed: %s", path, error)
+            self.failures.report(path, error)
 
     def begin_cleaning(self, now_ms: int) -> CleaningJob | None:
         """Plan a cleaning pass over the filthiest compacted log, or None (see :class:`CleanerManager`).
@@ -603,9 +605,3 @@ class LogManager:
     def _check_open(self) -> None:
         if self._closed:
             raise LogError("the log manager is closed")
-
-
-def _log_checkpoint_failure(failures: LogDirFailures, path: Path, future: Future[None]) -> None:
-    if (error := future.exception()) is not None:
-        logger.error("writing %s failed: %s", path, error)
-        failures.report(path, error)
