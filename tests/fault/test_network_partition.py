@@ -63,7 +63,7 @@ class NetworkedCluster(BrokerCluster):
         # after 5 s, not Kafka's 30: on the lossy network TCP's retransmission backoff held a fetch or its
         # answer for the full 30 s, its partitions below min.insync.replicas all that time, and 120 s
         # under loss once acknowledged only 50 records (held for 150 s: the longest pause in acknowledgements
-        # 51.6 s with 30 s, 19.9 s with 5 s).
+        # 20-69 s with 30 s over five runs, 20-27 s with 5 s over two).
         super().__init__(
             base,
             3,

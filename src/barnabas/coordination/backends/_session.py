@@ -23,6 +23,10 @@ __all__ = ["LeaseClock", "SessionBase"]
 
 log = logging.getLogger(__name__)
 
+#: How long before a lease may end the session doubts it: an event loop runs a timer late by whatever
+#: else it is doing (under a loaded test suite a doubt at the very end came 0.5 ms past the server's expiry).
+DOUBT_EARLY_S = 0.1
+
 
 class SessionBase:
     def __init__(self, session_id: str, ttl_s: float) -> None:
@@ -83,11 +87,6 @@ class SessionBase:
         if self._state is SessionState.CONNECTED:
             delay = max(0.0, lease.holds_until - DOUBT_EARLY_S - time.monotonic())
             self._doubt = asyncio.get_running_loop().call_later(delay, self._set_state, SessionState.SUSPENDED)
-
-
-#: How long before a lease may end the session doubts it: an event loop runs a timer late by whatever
-#: else it is doing (under a loaded test suite a doubt at the very end came 0.5 ms past the server's expiry).
-DOUBT_EARLY_S = 0.1
 
 
 class LeaseClock:
